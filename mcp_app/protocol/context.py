@@ -1,0 +1,125 @@
+"""The request context handed to every handler: who asks, in which era, and how to report back."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any
+
+from . import jsonrpc, versions
+
+Emit = Callable[[dict[str, Any]], None]
+
+
+def _discard(message: dict[str, Any]) -> None:
+    """Where notifications go when the response is plain JSON: nowhere."""
+
+
+class RequestContext:
+    """What a handler knows about the request it serves, and what it can send back.
+
+    Handlers read ``arguments`` from their first parameter; everything else is here.
+    """
+
+    def __init__(
+        self,
+        *,
+        method: str = "",
+        params: Mapping[str, Any] | None = None,
+        protocol_version: str = versions.MODERN,
+        client_capabilities: Mapping[str, Any] | None = None,
+        client_info: Mapping[str, Any] | None = None,
+        user: Any = None,
+        request: Any = None,
+        server: Any = None,
+        session: Any = None,
+        emit: Emit | None = None,
+        log_level: str | None = None,
+        progress_token: str | int | None = None,
+        input_responses: Mapping[str, Any] | None = None,
+        state: Any = None,
+        run_async: Callable[[Coroutine[Any, Any, Any]], Any] | None = None,
+    ) -> None:
+        self.method = method
+        self.params: Mapping[str, Any] = params or {}
+        self.protocol_version = protocol_version
+        self.client_capabilities: Mapping[str, Any] = client_capabilities or {}
+        self.client_info: Mapping[str, Any] = client_info or {}
+        #: The authenticated caller (a Django user, ``AnonymousUser``, or ``None``).
+        self.user = user
+        #: The transport's request object (a Django ``HttpRequest`` over HTTP), if any.
+        self.request = request
+        self.server = server
+        self.session = session
+        self.emit: Emit = emit or _discard
+        self.log_level = log_level
+        self.progress_token = progress_token
+        self.input_responses: dict[str, Any] = dict(input_responses or {})
+        #: The state the handler passed to ``input_required`` on the previous round.
+        self.state = state
+        #: The row's ``config`` for definitions stored as data; ``None`` for code.
+        self.config: Any = None
+        self.definition: Any = None
+        self.cancelled = threading.Event()
+        self._run_async = run_async
+        self._last_progress: float | None = None
+
+    @property
+    def era(self) -> str:
+        """``"modern"`` for 2026-07-28 and later, ``"legacy"`` for initialize-era sessions."""
+        return "modern" if versions.is_modern(self.protocol_version) else "legacy"
+
+    @property
+    def is_cancelled(self) -> bool:
+        """True once the client has gone away or cancelled; long handlers should stop."""
+        return self.cancelled.is_set()
+
+    def input_response(self, key: str, default: Any = None) -> Any:
+        """The client's answer to the input request ``key``, or ``default``."""
+        return self.input_responses.get(key, default)
+
+    def report_progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        """Send ``notifications/progress`` if the client asked for progress; else do nothing."""
+        if self.progress_token is None or self.is_cancelled:
+            return
+        if self._last_progress is not None and progress <= self._last_progress:
+            # Progress must increase on the wire; a handler that repeats itself is not an error.
+            return
+        self._last_progress = progress
+        params: dict[str, Any] = {"progressToken": self.progress_token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        self.emit(jsonrpc.notification("notifications/progress", params))
+
+    def log(self, level: str, data: Any, logger: str | None = None) -> None:
+        """Send ``notifications/message`` at ``level`` if the client asked for that level.
+
+        Raises:
+            ValueError: ``level`` is not one of the MCP log levels.
+        """
+        if level not in versions.LOG_LEVELS:
+            raise ValueError(f"unknown log level {level!r}; use one of {versions.LOG_LEVELS}")
+        threshold = self.log_level
+        if threshold is None or self.is_cancelled:
+            return
+        if versions.LOG_LEVELS.index(level) < versions.LOG_LEVELS.index(threshold):
+            return
+        params: dict[str, Any] = {"level": level, "data": data}
+        if logger is not None:
+            params["logger"] = logger
+        self.emit(jsonrpc.notification("notifications/message", params))
+
+    def run_async(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
+        """Run an async handler to completion from the engine's (synchronous) thread."""
+        if self._run_async is not None:
+            return self._run_async(coroutine)
+        from asgiref.sync import async_to_sync
+
+        async def runner() -> Any:
+            return await coroutine
+
+        return async_to_sync(runner)()

@@ -1,0 +1,334 @@
+"""The method table: one request's params and context in, a result (or input request) out."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import results
+from ..input import InputRequired
+from ..registry import Catalog, PromptDef, TemplateDef, ToolDef
+from ..schema import JSONSchemaValidator, Validator, format_problems
+from . import versions
+from .context import RequestContext
+from .jsonrpc import InternalError, InvalidParams, MethodNotFound, ProtocolError, ResourceNotFound
+
+logger = logging.getLogger("mcp_app")
+
+JSON = dict[str, Any]
+Outcome = JSON | InputRequired
+
+
+@dataclass
+class ServerOptions:
+    """What a server says about itself and how it treats requests."""
+
+    name: str = "django-mcp-app"
+    version: str = "0.1.0"
+    title: str | None = None
+    description: str | None = None
+    website_url: str | None = None
+    icons: list[JSON] | None = None
+    instructions: str | None = None
+    page_size: int | None = 100
+    ttl_ms: int = 0
+    cache_scope: str = "private"
+    logging: bool = True
+    validate_input: bool = True
+    validate_output: bool = True
+    validator: Validator = field(default_factory=JSONSchemaValidator)
+    list_changed: bool = False
+    subscribe: bool = False
+
+    @property
+    def server_info(self) -> JSON:
+        info: JSON = {"name": self.name, "version": self.version}
+        for key, value in (
+            ("title", self.title),
+            ("description", self.description),
+            ("websiteUrl", self.website_url),
+            ("icons", self.icons),
+        ):
+            if value:
+                info[key] = value
+        return info
+
+    def capabilities(self, catalog: Catalog) -> JSON:
+        """Capabilities as they follow from what is defined."""
+        caps: JSON = {}
+        if catalog.tools:
+            caps["tools"] = {"listChanged": True} if self.list_changed else {}
+        if catalog.resources or catalog.templates:
+            res: JSON = {}
+            if self.subscribe:
+                res["subscribe"] = True
+            if self.list_changed:
+                res["listChanged"] = True
+            caps["resources"] = res
+        if catalog.prompts:
+            caps["prompts"] = {"listChanged": True} if self.list_changed else {}
+        if catalog.can_complete:
+            caps["completions"] = {}
+        if self.logging:
+            caps["logging"] = {}
+        return caps
+
+
+def _encode_cursor(fingerprint: str, offset: int) -> str:
+    raw = json.dumps([fingerprint, offset], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: Any, fingerprint: str) -> int:
+    if not isinstance(cursor, str):
+        raise InvalidParams("Invalid cursor: must be a string")
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        stamp, offset = json.loads(raw)
+    except (binascii.Error, ValueError, TypeError) as exc:
+        raise InvalidParams("Invalid cursor") from exc
+    if not isinstance(offset, int) or offset < 0 or not isinstance(stamp, str):
+        raise InvalidParams("Invalid cursor")
+    if stamp != fingerprint:
+        raise InvalidParams("Invalid cursor: the list has changed since it was issued; list again")
+    return offset
+
+
+class Engine:
+    """Serves the MCP methods over one catalog snapshot, whichever era asked."""
+
+    #: Methods served on every revision (the era adapters add their own).
+    COMMON = (
+        "tools/list",
+        "tools/call",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "prompts/list",
+        "prompts/get",
+        "completion/complete",
+    )
+    #: Methods whose handlers may answer ``input_required``.
+    INPUT_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
+
+    def __init__(self, options: ServerOptions) -> None:
+        self.options = options
+        self._table: dict[str, Callable[[Mapping[str, Any], RequestContext, Catalog], Outcome]] = {
+            "tools/list": self.tools_list,
+            "tools/call": self.tools_call,
+            "resources/list": self.resources_list,
+            "resources/templates/list": self.templates_list,
+            "resources/read": self.resources_read,
+            "prompts/list": self.prompts_list,
+            "prompts/get": self.prompts_get,
+            "completion/complete": self.complete,
+        }
+
+    # Hooks a framework layer overrides to read its own settings on every request.
+    def validate_input(self) -> bool:
+        return self.options.validate_input
+
+    def validate_output(self) -> bool:
+        return self.options.validate_output
+
+    def validator(self) -> Validator:
+        return self.options.validator
+
+    def knows(self, method: str) -> bool:
+        return method in self._table
+
+    def handle(
+        self, method: str, params: Mapping[str, Any], ctx: RequestContext, catalog: Catalog
+    ) -> Outcome:
+        """Serve one request.
+
+        Raises:
+            MethodNotFound: the method is not served.
+            ProtocolError: the request is invalid or the server failed.
+        """
+        try:
+            method_handler = self._table[method]
+        except KeyError:
+            raise MethodNotFound(f"Method not found: {method}") from None
+        if method == "completion/complete" and not catalog.can_complete:
+            raise MethodNotFound("Method not found: completion/complete (nothing can complete)")
+        return method_handler(params, ctx, catalog)
+
+    # -- listing -------------------------------------------------------------------------
+
+    def _page(self, kind: str, key: str, params: Mapping[str, Any], catalog: Catalog) -> JSON:
+        items = catalog.items(kind)
+        fingerprint = catalog.fingerprints[kind]
+        start = 0
+        if params.get("cursor") is not None:
+            start = _decode_cursor(params["cursor"], fingerprint)
+        size = self.options.page_size or len(items) or 1
+        page = items[start : start + size]
+        result: JSON = {key: [item.wire for item in page]}
+        if start + size < len(items):
+            result["nextCursor"] = _encode_cursor(fingerprint, start + size)
+        return result
+
+    def tools_list(self, params: Mapping[str, Any], ctx: RequestContext, catalog: Catalog) -> JSON:
+        return self._page("tools", "tools", params, catalog)
+
+    def resources_list(
+        self, params: Mapping[str, Any], ctx: RequestContext, catalog: Catalog
+    ) -> JSON:
+        return self._page("resources", "resources", params, catalog)
+
+    def templates_list(
+        self, params: Mapping[str, Any], ctx: RequestContext, catalog: Catalog
+    ) -> JSON:
+        return self._page("templates", "resourceTemplates", params, catalog)
+
+    def prompts_list(self, params: Mapping[str, Any], ctx: RequestContext, catalog: Catalog) -> JSON:
+        return self._page("prompts", "prompts", params, catalog)
+
+    # -- calling -------------------------------------------------------------------------
+
+    def _run(self, handler: Callable[..., Any], is_async: bool, ctx: RequestContext, *args: Any) -> Any:
+        if is_async:
+            return ctx.run_async(handler(*args, ctx))
+        return handler(*args, ctx)
+
+    def tools_call(self, params: Mapping[str, Any], ctx: RequestContext, catalog: Catalog) -> Outcome:
+        name = params.get("name")
+        if not isinstance(name, str):
+            raise InvalidParams("tools/call needs a tool 'name' (a string)")
+        tool = catalog.tool_map.get(name)
+        if tool is None:
+            raise InvalidParams(f"Unknown tool: {name}", {"name": name})
+        arguments = params.get("arguments")
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, dict):
+            raise InvalidParams("tools/call 'arguments' must be an object")
+        if self.validate_input():
+            problems = self.validator().problems(tool.input_schema, arguments)
+            if problems:
+                return {
+                    "content": [{"type": "text", "text": format_problems(problems)}],
+                    "isError": True,
+                }
+        ctx.definition = tool
+        ctx.config = tool.config
+        try:
+            value = self._run(tool.handler, tool.is_async, ctx, arguments)
+        except ProtocolError:
+            raise
+        except Exception as exc:
+            logger.exception("tool %r failed", name)
+            return {"content": [{"type": "text", "text": str(exc) or type(exc).__name__}], "isError": True}
+        if isinstance(value, InputRequired):
+            return value
+        result = results.tool_result(value, has_output_schema=tool.output_schema is not None)
+        self._check_output(tool, result)
+        return result
+
+    def _check_output(self, tool: ToolDef, result: JSON) -> None:
+        if tool.output_schema is None or result.get("isError") or not self.validate_output():
+            return
+        if "structuredContent" not in result:
+            raise InternalError(
+                f"Tool {tool.name} has an output schema but returned no structured content"
+            )
+        problems = self.validator().problems(tool.output_schema, result["structuredContent"])
+        if problems:
+            raise InternalError(
+                format_problems(problems, prefix=f"Tool {tool.name} returned invalid structured content")
+            )
+
+    def resources_read(
+        self, params: Mapping[str, Any], ctx: RequestContext, catalog: Catalog
+    ) -> Outcome:
+        uri = params.get("uri")
+        if not isinstance(uri, str) or not uri:
+            raise InvalidParams("resources/read needs a 'uri' (a string)")
+        resource = catalog.resource_map.get(uri)
+        if resource is not None:
+            ctx.definition = resource
+            value = self._run(resource.handler, resource.is_async, ctx)
+            mime_type = resource.mime_type
+        else:
+            found = catalog.find_template(uri)
+            if found is None:
+                raise ResourceNotFound(uri)
+            template, variables = found
+            ctx.definition = template
+            value = self._run(template.handler, template.is_async, ctx, variables)
+            mime_type = template.mime_type
+        if value is None:
+            raise ResourceNotFound(uri)
+        if isinstance(value, InputRequired):
+            return value
+        return {"contents": results.resource_contents(value, uri, mime_type)}
+
+    def prompts_get(self, params: Mapping[str, Any], ctx: RequestContext, catalog: Catalog) -> Outcome:
+        name = params.get("name")
+        if not isinstance(name, str):
+            raise InvalidParams("prompts/get needs a prompt 'name' (a string)")
+        prompt = catalog.prompt_map.get(name)
+        if prompt is None:
+            raise InvalidParams(f"Unknown prompt: {name}", {"name": name})
+        arguments = params.get("arguments") or {}
+        if not isinstance(arguments, dict) or not all(
+            isinstance(v, str) for v in arguments.values()
+        ):
+            raise InvalidParams("prompts/get 'arguments' must be an object of strings")
+        missing = [a for a in prompt.required if a not in arguments]
+        if missing:
+            raise InvalidParams(
+                f"Missing required arguments for prompt {name}: {', '.join(missing)}",
+                {"missing": missing},
+            )
+        ctx.definition = prompt
+        value = self._run(prompt.handler, prompt.is_async, ctx, arguments)
+        if isinstance(value, InputRequired):
+            return value
+        return results.prompt_result(value, prompt.description)
+
+    def complete(self, params: Mapping[str, Any], ctx: RequestContext, catalog: Catalog) -> JSON:
+        ref = params.get("ref")
+        argument = params.get("argument")
+        if not isinstance(ref, dict) or not isinstance(argument, dict):
+            raise InvalidParams("completion/complete needs 'ref' and 'argument' objects")
+        arg_name, value = argument.get("name"), argument.get("value", "")
+        if not isinstance(arg_name, str) or not isinstance(value, str):
+            raise InvalidParams("completion 'argument' needs a string 'name' and 'value'")
+        context_args = (params.get("context") or {}).get("arguments") or {}
+        target: PromptDef | TemplateDef | None
+        if ref.get("type") == "ref/prompt":
+            target = catalog.prompt_map.get(str(ref.get("name")))
+            if target is None:
+                raise InvalidParams(f"Unknown prompt: {ref.get('name')}")
+        elif ref.get("type") == "ref/resource":
+            uri = str(ref.get("uri"))
+            target = next((t for t in catalog.templates if t.uri_template == uri), None)
+            if target is None:
+                raise InvalidParams(f"Unknown resource template: {uri}")
+        else:
+            raise InvalidParams("completion 'ref.type' must be 'ref/prompt' or 'ref/resource'")
+        completer = target.complete.get(arg_name)
+        if completer is None:
+            return results.completion_result([])
+        ctx.definition = target
+        from inspect import iscoroutinefunction
+
+        if iscoroutinefunction(completer):
+            found = ctx.run_async(completer(value, context_args, ctx))
+        else:
+            found = completer(value, context_args, ctx)
+        return results.completion_result(found)
+
+
+def resource_not_found_code(version: str) -> int:
+    """-32602 on the stateless revision, -32002 before it."""
+    from .jsonrpc import INVALID_PARAMS, RESOURCE_NOT_FOUND
+
+    return INVALID_PARAMS if versions.is_modern(version) else RESOURCE_NOT_FOUND

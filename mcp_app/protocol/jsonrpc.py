@@ -1,0 +1,178 @@
+"""JSON-RPC 2.0 messages and the protocol errors that become error responses."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+JSONDict = dict[str, Any]
+RequestId = str | int
+
+PARSE_ERROR: Final = -32700
+"""The body is not valid JSON."""
+INVALID_REQUEST: Final = -32600
+"""The body is JSON but not a valid JSON-RPC request."""
+METHOD_NOT_FOUND: Final = -32601
+"""The method does not exist on this server (or on this revision)."""
+INVALID_PARAMS: Final = -32602
+"""The params are invalid: unknown name, bad arguments, bad cursor, bad request state."""
+INTERNAL_ERROR: Final = -32603
+"""The server failed while handling the request."""
+RESOURCE_NOT_FOUND: Final = -32002
+"""Initialize-era revisions: the resource does not exist."""
+HEADER_MISMATCH: Final = -32020
+"""2026-07-28: a required HTTP header is missing, malformed or disagrees with the body."""
+MISSING_REQUIRED_CLIENT_CAPABILITY: Final = -32021
+"""2026-07-28: the request needs a client capability it did not declare."""
+UNSUPPORTED_PROTOCOL_VERSION: Final = -32022
+"""2026-07-28: the requested protocol revision is not served."""
+
+
+class ProtocolError(Exception):
+    """An error that is answered as a JSON-RPC error response.
+
+    Raise it (or a subclass) from a handler to answer with that error instead of a result.
+    ``http_status`` is the status used on the stateless HTTP wire.
+    """
+
+    code: int = INTERNAL_ERROR
+    http_status: int = 200
+
+    def __init__(
+        self,
+        message: str,
+        data: Any = None,
+        *,
+        code: int | None = None,
+        http_status: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.data = data
+        if code is not None:
+            self.code = code
+        if http_status is not None:
+            self.http_status = http_status
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(code={self.code}, message={self.message!r})"
+
+    def to_error(self) -> JSONDict:
+        """The ``error`` member of the response."""
+        error: JSONDict = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return error
+
+
+class ParseError(ProtocolError):
+    code = PARSE_ERROR
+    http_status = 400
+
+
+class InvalidRequest(ProtocolError):
+    code = INVALID_REQUEST
+    http_status = 400
+
+
+class MethodNotFound(ProtocolError):
+    code = METHOD_NOT_FOUND
+    http_status = 404
+
+
+class InvalidParams(ProtocolError):
+    code = INVALID_PARAMS
+
+
+class InternalError(ProtocolError):
+    code = INTERNAL_ERROR
+    http_status = 500
+
+
+class ResourceNotFound(ProtocolError):
+    """No such resource; the era decides the code (-32002 before 2026-07-28, else -32602)."""
+
+    code = INVALID_PARAMS
+
+    def __init__(self, uri: str) -> None:
+        super().__init__("Resource not found", {"uri": uri})
+        self.uri = uri
+
+
+class HeaderMismatch(ProtocolError):
+    code = HEADER_MISMATCH
+    http_status = 400
+
+
+class MissingClientCapability(ProtocolError):
+    code = MISSING_REQUIRED_CLIENT_CAPABILITY
+    http_status = 400
+
+    def __init__(self, required: JSONDict, message: str | None = None) -> None:
+        names = ", ".join(sorted(required)) or "none"
+        super().__init__(
+            message or f"Missing required client capability: {names}",
+            {"requiredCapabilities": required},
+        )
+        self.required = required
+
+
+class UnsupportedProtocolVersion(ProtocolError):
+    code = UNSUPPORTED_PROTOCOL_VERSION
+    http_status = 400
+
+    def __init__(self, requested: str, supported: list[str]) -> None:
+        super().__init__(
+            f"Unsupported protocol version: {requested}",
+            {"supported": supported, "requested": requested},
+        )
+
+
+def result_response(request_id: RequestId | None, result: JSONDict) -> JSONDict:
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def error_response(request_id: RequestId | None, error: ProtocolError) -> JSONDict:
+    response: JSONDict = {"jsonrpc": "2.0", "error": error.to_error()}
+    if request_id is not None:
+        response["id"] = request_id
+    return response
+
+
+def notification(method: str, params: JSONDict | None = None) -> JSONDict:
+    message: JSONDict = {"jsonrpc": "2.0", "method": method}
+    if params is not None:
+        message["params"] = params
+    return message
+
+
+def request(request_id: RequestId, method: str, params: JSONDict | None = None) -> JSONDict:
+    message: JSONDict = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if params is not None:
+        message["params"] = params
+    return message
+
+
+def valid_id(value: Any) -> bool:
+    """MCP ids are strings or integers, never null (and never booleans)."""
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def classify(message: Any) -> str:
+    """Tell what a decoded message is: request, notification, response, or invalid.
+
+    Raises:
+        InvalidRequest: never; callers decide what an ``"invalid"`` message means.
+    """
+    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+        return "invalid"
+    if "method" in message:
+        if not isinstance(message["method"], str):
+            return "invalid"
+        if "params" in message and not isinstance(message["params"], dict):
+            return "invalid"
+        if "id" not in message:
+            return "notification"
+        return "request" if valid_id(message["id"]) else "invalid"
+    if "id" in message and ("result" in message or "error" in message):
+        return "response"
+    return "invalid"

@@ -1,0 +1,185 @@
+"""The stateless 2026-07-28 wire: header and ``_meta`` checks in, ``resultType`` and cache hints out."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..registry import ToolDef
+from . import versions
+from .jsonrpc import HeaderMismatch, InvalidParams, MethodNotFound, UnsupportedProtocolVersion
+
+JSON = dict[str, Any]
+
+SUPPORTED = [versions.MODERN]
+#: Methods of the stateless wire beyond the engine's common table.
+OWN_METHODS = frozenset({"server/discover", "subscriptions/listen"})
+#: Results that carry ``ttlMs`` and ``cacheScope``.
+CACHEABLE = frozenset(
+    {
+        "server/discover",
+        "tools/list",
+        "resources/list",
+        "resources/templates/list",
+        "prompts/list",
+        "resources/read",
+    }
+)
+NAMED = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+_BASE64_RE = re.compile(r"^=\?base64\?([A-Za-z0-9+/]*={0,2})\?=$")
+_VISIBLE = re.compile(r"^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$|^$")
+
+
+@dataclass
+class ModernRequest:
+    """A request of the stateless wire, its per-request metadata read and checked."""
+
+    id: Any
+    method: str
+    params: JSON
+    meta: JSON
+    version: str
+    capabilities: JSON
+    client_info: JSON
+    log_level: str | None
+    progress_token: Any
+
+
+def header_value(raw: str) -> str:
+    """Decode an MCP header value: trim it, and unwrap the ``=?base64?…?=`` form.
+
+    Raises:
+        HeaderMismatch: the value has invalid characters or bad base64.
+    """
+    value = raw.strip(" \t")
+    if value.startswith("=?base64?"):
+        match = _BASE64_RE.match(value)
+        if not match or len(match.group(1)) % 4:
+            raise HeaderMismatch(f"Malformed base64 header value: {value!r}")
+        try:
+            return base64.b64decode(match.group(1), validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError) as exc:
+            raise HeaderMismatch(f"Malformed base64 header value: {value!r}") from exc
+    if not _VISIBLE.match(value):
+        raise HeaderMismatch("Header value has characters that must be base64-encoded")
+    return value
+
+
+def _same(header: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return header == ("true" if value else "false")
+    if isinstance(value, int | float):
+        try:
+            return float(header) == float(value)
+        except ValueError:
+            return False
+    if isinstance(value, str):
+        return header == value
+    return False
+
+
+def parse(
+    message: JSON,
+    headers: Mapping[str, str],
+    knows: Callable[[str], bool],
+    find_tool: Callable[[str], ToolDef | None],
+) -> ModernRequest:
+    """Check a stateless request's headers against its body and read its ``_meta``.
+
+    The order of the checks is the one clients rely on to tell errors apart.
+
+    Raises:
+        HeaderMismatch, InvalidParams, UnsupportedProtocolVersion, MethodNotFound.
+    """
+    method: str = message["method"]
+    params: JSON = message.get("params") or {}
+    header_version = headers.get("mcp-protocol-version")
+    header_method = headers.get("mcp-method")
+    if header_version is None:
+        raise HeaderMismatch("Missing required header: MCP-Protocol-Version")
+    if header_method is None:
+        raise HeaderMismatch("Missing required header: Mcp-Method")
+    meta = params.get("_meta")
+    if not isinstance(meta, dict):
+        raise InvalidParams("Missing params._meta with the protocol version and client capabilities", http_status=400)
+    meta_version = meta.get(versions.META_PROTOCOL_VERSION)
+    if not isinstance(meta_version, str):
+        raise InvalidParams(f"Missing _meta[{versions.META_PROTOCOL_VERSION!r}]", http_status=400)
+    capabilities = meta.get(versions.META_CLIENT_CAPABILITIES)
+    if not isinstance(capabilities, dict):
+        raise InvalidParams(f"Missing _meta[{versions.META_CLIENT_CAPABILITIES!r}]", http_status=400)
+    if header_value(header_version) != meta_version:
+        raise HeaderMismatch(
+            f"MCP-Protocol-Version header {header_version.strip()!r} does not match "
+            f"_meta protocol version {meta_version!r}"
+        )
+    if header_value(header_method) != method:
+        raise HeaderMismatch(
+            f"Mcp-Method header {header_method.strip()!r} does not match method {method!r}"
+        )
+    if meta_version not in SUPPORTED:
+        raise UnsupportedProtocolVersion(meta_version, list(SUPPORTED))
+    if method not in OWN_METHODS and not knows(method):
+        raise MethodNotFound(f"Method not found: {method}")
+    if method in NAMED:
+        _check_name(method, params, headers)
+    if method == "tools/call":
+        tool = find_tool(str(params.get("name")))
+        if tool is not None and tool.header_params:
+            _check_params(tool, params.get("arguments"), headers)
+    log_level = meta.get(versions.META_LOG_LEVEL)
+    if log_level is not None and log_level not in versions.LOG_LEVELS:
+        raise InvalidParams(f"Unknown log level {log_level!r}", http_status=400)
+    client_info = meta.get(versions.META_CLIENT_INFO)
+    return ModernRequest(
+        id=message["id"],
+        method=method,
+        params=params,
+        meta=meta,
+        version=meta_version,
+        capabilities=capabilities,
+        client_info=client_info if isinstance(client_info, dict) else {},
+        log_level=log_level,
+        progress_token=meta.get("progressToken"),
+    )
+
+
+def _check_name(method: str, params: JSON, headers: Mapping[str, str]) -> None:
+    key = NAMED[method]
+    raw = headers.get("mcp-name")
+    if raw is None:
+        raise HeaderMismatch(f"Missing required header: Mcp-Name (for {method})")
+    if header_value(raw) != params.get(key):
+        raise HeaderMismatch(f"Mcp-Name header does not match params.{key}")
+
+
+def _check_params(tool: ToolDef, arguments: Any, headers: Mapping[str, str]) -> None:
+    arguments = arguments if isinstance(arguments, dict) else {}
+    for header, arg in tool.header_params.items():
+        value = arguments.get(arg)
+        raw = headers.get(header)
+        if value is None:
+            if raw is not None:
+                raise HeaderMismatch(f"Header {header} is set but argument {arg!r} is absent")
+            continue
+        if raw is None:
+            raise HeaderMismatch(f"Missing header {header} for argument {arg!r}")
+        if not _same(header_value(raw), value):
+            raise HeaderMismatch(f"Header {header} does not match argument {arg!r}")
+
+
+def finish(method: str, result: JSON, server_info: JSON, ttl_ms: int, cache_scope: str) -> JSON:
+    """Stamp a complete result with ``resultType``, server identity and, where due, cache hints."""
+    out = dict(result)
+    out["resultType"] = "complete"
+    meta = dict(out.get("_meta") or {})
+    meta[versions.META_SERVER_INFO] = server_info
+    out["_meta"] = meta
+    if method in CACHEABLE:
+        out.setdefault("ttlMs", ttl_ms)
+        out.setdefault("cacheScope", cache_scope)
+    return out

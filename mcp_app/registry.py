@@ -1,0 +1,350 @@
+"""Definitions of tools, resources, templates and prompts, merged into immutable catalog snapshots."""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from .exceptions import DefinitionError
+from .uritemplate import URITemplate, URITemplateError
+
+__all__ = [
+    "Catalog",
+    "PromptArgument",
+    "PromptDef",
+    "ResourceDef",
+    "TemplateDef",
+    "ToolDef",
+]
+
+Handler = Callable[..., Any]
+Completer = Callable[..., Any]
+JSON = dict[str, Any]
+
+#: Tool names: the spec allows 1-128 characters of ``[A-Za-z0-9_.-]``; common clients cap at
+#: 64, so longer names are refused up front rather than breaking a client later.
+NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+EMPTY_OBJECT_SCHEMA: JSON = {"type": "object"}
+
+
+def _is_async(handler: Handler) -> bool:
+    return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
+        getattr(handler, "__call__", None)  # noqa: B004 - callable objects
+    )
+
+
+def _common(
+    wire: JSON,
+    *,
+    title: str | None,
+    description: str | None,
+    icons: Sequence[JSON] | None,
+    meta: Mapping[str, Any] | None,
+) -> JSON:
+    if title:
+        wire["title"] = title
+    if description:
+        wire["description"] = description
+    if icons:
+        wire["icons"] = [dict(i) for i in icons]
+    if meta:
+        wire["_meta"] = dict(meta)
+    return wire
+
+
+def _check_completers(kind: str, name: str, complete: Mapping[str, Completer], known: Iterable[str]) -> None:
+    names = set(known)
+    for argument, fn in complete.items():
+        if not callable(fn):
+            raise DefinitionError(f"{kind} {name!r}: completion for {argument!r} is not callable")
+        if names and argument not in names:
+            raise DefinitionError(
+                f"{kind} {name!r}: completion for unknown argument {argument!r} "
+                f"(known: {', '.join(sorted(names))})"
+            )
+
+
+@dataclass(frozen=True, eq=False)
+class ToolDef:
+    """A tool: its public face and the handler called with ``(arguments, context)``."""
+
+    name: str
+    handler: Handler
+    title: str | None = None
+    description: str | None = None
+    input_schema: JSON = field(default_factory=lambda: dict(EMPTY_OBJECT_SCHEMA))
+    output_schema: JSON | None = None
+    annotations: JSON | None = None
+    icons: Sequence[JSON] | None = None
+    meta: Mapping[str, Any] | None = None
+    permission: Any = None
+    source: str = "code"
+    config: Any = None
+
+    def __post_init__(self) -> None:
+        if not NAME_RE.match(self.name):
+            raise DefinitionError(
+                f"tool name {self.name!r} must be 1-64 characters of letters, digits, '_', '-', '.'"
+            )
+        if not callable(self.handler):
+            raise DefinitionError(f"tool {self.name!r}: handler is not callable")
+        if not isinstance(self.input_schema, dict) or self.input_schema.get("type") != "object":
+            raise DefinitionError(f"tool {self.name!r}: input_schema must be an object schema")
+        if self.output_schema is not None and not isinstance(self.output_schema, dict):
+            raise DefinitionError(f"tool {self.name!r}: output_schema must be a JSON Schema object")
+
+    @cached_property
+    def is_async(self) -> bool:
+        return _is_async(self.handler)
+
+    @cached_property
+    def wire(self) -> JSON:
+        wire: JSON = {"name": self.name}
+        _common(wire, title=self.title, description=self.description, icons=self.icons, meta=None)
+        wire["inputSchema"] = self.input_schema
+        if self.output_schema is not None:
+            wire["outputSchema"] = self.output_schema
+        if self.annotations:
+            wire["annotations"] = dict(self.annotations)
+        if self.meta:
+            wire["_meta"] = dict(self.meta)
+        return wire
+
+    @cached_property
+    def header_params(self) -> dict[str, str]:
+        """Argument name by ``Mcp-Param-*`` header name (lower case), from ``x-mcp-header``."""
+        props = self.input_schema.get("properties")
+        found: dict[str, str] = {}
+        if isinstance(props, dict):
+            for arg, schema in props.items():
+                if isinstance(schema, dict) and isinstance(schema.get("x-mcp-header"), str):
+                    found["mcp-param-" + schema["x-mcp-header"].lower()] = arg
+        return found
+
+
+@dataclass(frozen=True, eq=False)
+class ResourceDef:
+    """A resource at a fixed URI; the handler is called with ``(context)``."""
+
+    uri: str
+    name: str
+    handler: Handler
+    title: str | None = None
+    description: str | None = None
+    mime_type: str | None = None
+    size: int | None = None
+    annotations: JSON | None = None
+    icons: Sequence[JSON] | None = None
+    meta: Mapping[str, Any] | None = None
+    permission: Any = None
+    source: str = "code"
+
+    def __post_init__(self) -> None:
+        if not self.uri or ":" not in self.uri:
+            raise DefinitionError(f"resource {self.name!r}: {self.uri!r} is not an absolute URI")
+        if not callable(self.handler):
+            raise DefinitionError(f"resource {self.uri!r}: handler is not callable")
+
+    @cached_property
+    def is_async(self) -> bool:
+        return _is_async(self.handler)
+
+    @cached_property
+    def wire(self) -> JSON:
+        wire: JSON = {"uri": self.uri, "name": self.name}
+        _common(wire, title=self.title, description=self.description, icons=self.icons, meta=None)
+        if self.mime_type:
+            wire["mimeType"] = self.mime_type
+        if self.size is not None:
+            wire["size"] = self.size
+        if self.annotations:
+            wire["annotations"] = dict(self.annotations)
+        if self.meta:
+            wire["_meta"] = dict(self.meta)
+        return wire
+
+
+@dataclass(frozen=True, eq=False)
+class TemplateDef:
+    """A resource template; the handler is called with ``(variables, context)``.
+
+    A handler that returns ``None`` means there is no resource at that URI.
+    """
+
+    uri_template: str
+    name: str
+    handler: Handler
+    title: str | None = None
+    description: str | None = None
+    mime_type: str | None = None
+    annotations: JSON | None = None
+    icons: Sequence[JSON] | None = None
+    meta: Mapping[str, Any] | None = None
+    complete: Mapping[str, Completer] = field(default_factory=dict)
+    permission: Any = None
+    source: str = "code"
+
+    def __post_init__(self) -> None:
+        if not callable(self.handler):
+            raise DefinitionError(f"resource template {self.name!r}: handler is not callable")
+        try:
+            matcher = URITemplate(self.uri_template)
+            # Templates the matcher cannot serve are refused now, not on the first read.
+            matcher.match("")
+        except URITemplateError as exc:
+            raise DefinitionError(f"resource template {self.name!r}: {exc}") from exc
+        object.__setattr__(self, "matcher", matcher)
+        _check_completers("resource template", self.name, self.complete, matcher.variables)
+
+    matcher: URITemplate = field(init=False, repr=False)
+
+    @cached_property
+    def is_async(self) -> bool:
+        return _is_async(self.handler)
+
+    @cached_property
+    def wire(self) -> JSON:
+        wire: JSON = {"uriTemplate": self.uri_template, "name": self.name}
+        _common(wire, title=self.title, description=self.description, icons=self.icons, meta=None)
+        if self.mime_type:
+            wire["mimeType"] = self.mime_type
+        if self.annotations:
+            wire["annotations"] = dict(self.annotations)
+        if self.meta:
+            wire["_meta"] = dict(self.meta)
+        return wire
+
+
+@dataclass(frozen=True)
+class PromptArgument:
+    """One argument a prompt takes."""
+
+    name: str
+    description: str | None = None
+    required: bool = False
+    title: str | None = None
+
+    @classmethod
+    def coerce(cls, value: PromptArgument | Mapping[str, Any] | str) -> PromptArgument:
+        if isinstance(value, PromptArgument):
+            return value
+        if isinstance(value, str):
+            return cls(value)
+        try:
+            return cls(**dict(value))
+        except TypeError as exc:
+            raise DefinitionError(f"bad prompt argument {value!r}: {exc}") from exc
+
+    @property
+    def wire(self) -> JSON:
+        wire: JSON = {"name": self.name}
+        if self.title:
+            wire["title"] = self.title
+        if self.description:
+            wire["description"] = self.description
+        if self.required:
+            wire["required"] = True
+        return wire
+
+
+@dataclass(frozen=True, eq=False)
+class PromptDef:
+    """A prompt; the handler is called with ``(arguments, context)``."""
+
+    name: str
+    handler: Handler
+    title: str | None = None
+    description: str | None = None
+    arguments: tuple[PromptArgument, ...] = ()
+    icons: Sequence[JSON] | None = None
+    meta: Mapping[str, Any] | None = None
+    complete: Mapping[str, Completer] = field(default_factory=dict)
+    permission: Any = None
+    source: str = "code"
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise DefinitionError("a prompt needs a name")
+        if not callable(self.handler):
+            raise DefinitionError(f"prompt {self.name!r}: handler is not callable")
+        args = tuple(PromptArgument.coerce(a) for a in self.arguments)
+        object.__setattr__(self, "arguments", args)
+        seen = [a.name for a in args]
+        if len(set(seen)) != len(seen):
+            raise DefinitionError(f"prompt {self.name!r}: argument names repeat: {seen}")
+        _check_completers("prompt", self.name, self.complete, seen)
+
+    @cached_property
+    def is_async(self) -> bool:
+        return _is_async(self.handler)
+
+    @cached_property
+    def wire(self) -> JSON:
+        wire: JSON = {"name": self.name}
+        _common(wire, title=self.title, description=self.description, icons=self.icons, meta=self.meta)
+        if self.arguments:
+            wire["arguments"] = [a.wire for a in self.arguments]
+        return wire
+
+    @cached_property
+    def required(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.arguments if a.required)
+
+
+KINDS = ("tools", "resources", "templates", "prompts")
+
+
+class Catalog:
+    """One immutable snapshot of a server's definitions, in listing order."""
+
+    def __init__(
+        self,
+        generation: int,
+        tools: Sequence[ToolDef] = (),
+        resources: Sequence[ResourceDef] = (),
+        templates: Sequence[TemplateDef] = (),
+        prompts: Sequence[PromptDef] = (),
+    ) -> None:
+        self.generation = generation
+        self.tools = tuple(tools)
+        self.resources = tuple(resources)
+        self.templates = tuple(templates)
+        self.prompts = tuple(prompts)
+        self.tool_map = {t.name: t for t in self.tools}
+        self.resource_map = {r.uri: r for r in self.resources}
+        self.prompt_map = {p.name: p for p in self.prompts}
+        self.template_map = {t.name: t for t in self.templates}
+
+    def items(self, kind: str) -> tuple[Any, ...]:
+        return tuple(getattr(self, kind))
+
+    @cached_property
+    def fingerprints(self) -> dict[str, str]:
+        """A short digest of each kind's listing, stable across processes.
+
+        Pagination cursors carry it, so a cursor taken before the listing changed is refused
+        by any worker, whatever its local generation counter says.
+        """
+        out = {}
+        for kind in KINDS:
+            h = hashlib.blake2s(digest_size=6)
+            for item in getattr(self, kind):
+                h.update(repr(sorted(item.wire.items())).encode())
+            out[kind] = h.hexdigest()
+        return out
+
+    def find_template(self, uri: str) -> tuple[TemplateDef, dict[str, str]] | None:
+        for template in self.templates:
+            variables = template.matcher.match(uri)
+            if variables is not None:
+                return template, variables
+        return None
+
+    @cached_property
+    def can_complete(self) -> bool:
+        return any(p.complete for p in self.prompts) or any(t.complete for t in self.templates)

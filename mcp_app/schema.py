@@ -1,0 +1,484 @@
+"""Validate MCP tool arguments and structured results against JSON Schema, naming where and what."""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeAlias
+
+import jsonschema  # type: ignore[import-untyped]
+import jsonschema_specifications  # type: ignore[import-untyped]
+from referencing import Registry, Resource
+from referencing.exceptions import Unresolvable
+from referencing.jsonschema import DRAFT202012
+
+__all__ = [
+    "JSONSchemaValidator",
+    "Problem",
+    "Schema",
+    "SchemaError",
+    "Validator",
+    "check_schema",
+    "format_problems",
+    "is_valid_schema",
+    "validate",
+]
+
+#: A JSON Schema: an object, or ``true``/``false`` (accept or reject everything).
+Schema: TypeAlias = Mapping[str, Any] | bool
+
+# Draft 3 is left out on purpose: its keywords (boolean ``required``, ``extends``,
+# ``disallow``) predate everything MCP clients send, and the messages below assume draft 4+.
+_SUPPORTED = frozenset(
+    {
+        jsonschema.Draft4Validator,
+        jsonschema.Draft6Validator,
+        jsonschema.Draft7Validator,
+        jsonschema.Draft201909Validator,
+        jsonschema.Draft202012Validator,
+    }
+)
+
+# Longest rendering of a value inside a message; instances can be arbitrarily large.
+_SHOW_LIMIT = 60
+
+_BOUNDS = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}
+# Draft 4 spells exclusive bounds as a boolean next to minimum/maximum.
+_DRAFT4_EXCLUSIVE = {"minimum": ("exclusiveMinimum", ">"), "maximum": ("exclusiveMaximum", "<")}
+_SIZES = {
+    "minLength": ("at least", "character", "characters"),
+    "maxLength": ("at most", "character", "characters"),
+    "minItems": ("at least", "item", "items"),
+    "maxItems": ("at most", "item", "items"),
+    "minProperties": ("at least", "property", "properties"),
+    "maxProperties": ("at most", "property", "properties"),
+}
+_JSON_TYPES: tuple[tuple[type, str], ...] = (
+    (type(None), "null"),
+    # bool before int: True is an int in Python but never an integer in JSON.
+    (bool, "boolean"),
+    (int, "integer"),
+    (float, "number"),
+    (str, "string"),
+    (Mapping, "object"),
+    (list, "array"),
+    (tuple, "array"),
+)
+
+
+class SchemaError(ValueError):
+    """The schema itself is invalid; ``pointer`` says where in the schema and ``reason`` what."""
+
+    def __init__(self, reason: str, pointer: str = "") -> None:
+        super().__init__(f"invalid schema {_where(pointer)}: {reason}")
+        self.reason = reason
+        self.pointer = pointer
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One way an instance fails its schema.
+
+    ``pointer`` is an RFC 6901 JSON pointer into the instance ("" for the root). ``str()`` gives
+    ``at /numbers/0: expected number, got string``, or ``at the root: ...`` for the root, since
+    the pointer ``/`` names the property whose key is the empty string.
+    """
+
+    pointer: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{_where(self.pointer)}: {self.message}"
+
+
+class Validator(Protocol):
+    """What the MCP layer needs from a JSON Schema validator."""
+
+    def check_schema(self, schema: Schema) -> None:
+        """Check that ``schema`` is a usable JSON Schema.
+
+        Raises:
+            SchemaError: the schema is invalid.
+        """
+
+    def problems(self, schema: Schema, instance: object) -> list[Problem]:
+        """Return every way ``instance`` fails ``schema``, most relevant first; empty if valid.
+
+        Raises:
+            SchemaError: the schema is invalid.
+        """
+
+
+class JSONSchemaValidator(Validator):
+    """The default validator: the ``jsonschema`` package, offline, with format checking.
+
+    The dialect is draft 2020-12 unless the schema's ``$schema`` names draft 4, 6, 7 or 2019-09
+    (an unknown ``$schema`` also means 2020-12). Only references the schema itself resolves
+    (``#/$defs/...``, ``$anchor``, ``$id``) and the official meta-schemas are followed; any
+    other ``$ref`` is a SchemaError rather than a network fetch.
+    """
+
+    def __init__(self, *, cache_size: int | None = 1024) -> None:
+        # A tool's schema is validated on every call, and compiling it (meta-schema check,
+        # reference check) costs far more than validating a typical argument object.
+        self._compiled = functools.lru_cache(maxsize=cache_size)(_compile)
+
+    def check_schema(self, schema: Schema) -> None:
+        """Check that ``schema`` is a usable JSON Schema, caching the compiled result.
+
+        Raises:
+            SchemaError: the schema is not JSON, breaks its meta-schema, uses an unsupported
+                ``$schema`` or has a ``$ref`` that does not resolve locally.
+        """
+        self._compiled(_canonical(schema))
+
+    def problems(self, schema: Schema, instance: object) -> list[Problem]:
+        """Return every way ``instance`` fails ``schema``, most relevant first; empty if valid.
+
+        Raises:
+            SchemaError: as for ``check_schema``, or a reference met only while validating
+                does not resolve locally.
+        """
+        compiled = self._compiled(_canonical(schema))
+        try:
+            errors = sorted(compiled.iter_errors(instance), key=_relevance)
+        except Unresolvable as error:
+            # The static check in _compile misses references reached only through other
+            # references (e.g. into an unknown keyword), so they can still fail here.
+            ref: str = error.ref
+            raise _unresolvable(error, ref, _locate_ref(compiled.schema, ref)) from error
+        return _problems(errors)
+
+    def cache_info(self) -> functools._CacheInfo:
+        """Return hit/miss statistics of the compiled-schema cache."""
+        return self._compiled.cache_info()
+
+    def cache_clear(self) -> None:
+        """Forget every compiled schema."""
+        self._compiled.cache_clear()
+
+
+def validate(
+    schema: Schema, instance: object, *, validator: Validator | None = None
+) -> list[Problem]:
+    """Return the problems of ``instance`` against ``schema``; empty if valid.
+
+    Raises:
+        SchemaError: the schema is invalid.
+    """
+    return (validator or _default).problems(schema, instance)
+
+
+def check_schema(schema: Schema, *, validator: Validator | None = None) -> None:
+    """Check that ``schema`` is a usable JSON Schema.
+
+    Raises:
+        SchemaError: the schema is invalid.
+    """
+    (validator or _default).check_schema(schema)
+
+
+def is_valid_schema(schema: Schema, *, validator: Validator | None = None) -> bool:
+    """Return whether ``schema`` is a usable JSON Schema."""
+    try:
+        check_schema(schema, validator=validator)
+    except SchemaError:
+        return False
+    return True
+
+
+def format_problems(
+    problems: Sequence[Problem], prefix: str = "Invalid arguments", *, limit: int = 5
+) -> str:
+    """Render problems as one line, e.g. ``Invalid arguments at /a: expected string, got null``.
+
+    At most ``limit`` problems are spelled out, then ``; and N more``; no problems gives
+    ``prefix`` alone.
+
+    Raises:
+        ValueError: ``limit`` is less than 1.
+    """
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1, got {limit}")
+    if not problems:
+        return prefix
+    text = f"{prefix} " + "; ".join(str(problem) for problem in problems[:limit])
+    if len(problems) > limit:
+        text += f"; and {len(problems) - limit} more"
+    return text
+
+
+class _NotFetched(Exception):
+    """A reference named a document the registry does not hold."""
+
+
+def _refuse(uri: str) -> Resource[Schema]:
+    # jsonschema's default registry fetches unknown http(s) URIs; tool schemas come from
+    # clients and servers we do not trust, and validation must never touch the network.
+    raise _NotFetched(uri)
+
+
+# The official meta-schemas stay resolvable (``$ref`` to a draft is legal and common).
+_REGISTRY: Registry[Schema] = jsonschema_specifications.REGISTRY.combine(
+    Registry(retrieve=_refuse)  # type: ignore[call-arg]
+)
+
+
+def _canonical(schema: object) -> str:
+    if not isinstance(schema, bool | Mapping):
+        raise SchemaError(f"expected object or boolean, got {_json_type(schema)}")
+    try:
+        return json.dumps(schema, sort_keys=True, allow_nan=False, default=_plain)
+    except (TypeError, ValueError) as error:
+        raise SchemaError(f"not representable as JSON: {error}") from error
+
+
+def _plain(value: object) -> dict[str, Any]:
+    # Lets read-only mappings (e.g. MappingProxyType) through json.dumps.
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"{type(value).__name__} is not a JSON type")
+
+
+def _compile(key: str) -> Any:
+    # Compile from the canonical text, not the caller's object, so that a caller mutating its
+    # schema later cannot change what a cached validator enforces.
+    schema = json.loads(key)
+    cls = _validator_class(schema)
+    try:
+        cls.check_schema(schema)
+    except jsonschema.exceptions.SchemaError as error:
+        raise SchemaError(_describe(error), _pointer(error.absolute_path)) from error
+    _check_refs(schema)
+    return cls(schema, registry=_REGISTRY, format_checker=cls.FORMAT_CHECKER)
+
+
+def _validator_class(schema: Schema) -> Any:
+    dialect = schema.get("$schema") if isinstance(schema, Mapping) else None
+    if dialect is not None and not isinstance(dialect, str):
+        raise SchemaError(f"expected string, got {_json_type(dialect)}", "/$schema")
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    if cls not in _SUPPORTED:
+        raise SchemaError(
+            f"unsupported dialect {dialect!r}; use draft-04, -06, -07, 2019-09 or 2020-12",
+            "/$schema",
+        )
+    return cls
+
+
+def _check_refs(schema: Schema) -> None:
+    # jsonschema resolves references lazily, so a bad one would surface only for instances
+    # that reach it; resolving every $ref up front reports it once, with its location.
+    root = Resource.from_contents(schema, default_specification=DRAFT202012)
+    where = {id(node): pointer for pointer, node in _nodes(schema)}
+    pending = [(_REGISTRY.resolver_with_root(root), root)]
+    while pending:
+        resolver, resource = pending.pop()
+        contents = resource.contents
+        ref = contents.get("$ref") if isinstance(contents, Mapping) else None
+        if isinstance(ref, str):
+            try:
+                resolver.lookup(ref)
+            except Unresolvable as error:
+                raise _unresolvable(error, ref, f"{where[id(contents)]}/$ref") from error
+        pending.extend((resolver.in_subresource(sub), sub) for sub in resource.subresources())
+
+
+def _unresolvable(error: BaseException, ref: str, pointer: str) -> SchemaError:
+    cause: BaseException | None = error
+    while cause is not None:
+        if isinstance(cause, _NotFetched):
+            return SchemaError(
+                f"cannot resolve $ref {ref!r}: remote references are not fetched", pointer
+            )
+        cause = cause.__cause__
+    return SchemaError(
+        f"cannot resolve $ref {ref!r}: nothing in the schema has that address", pointer
+    )
+
+
+def _locate_ref(schema: Schema, ref: str) -> str:
+    # The reference error carries no location, so point at the first place using that value.
+    for pointer, node in _nodes(schema):
+        if isinstance(node, Mapping):
+            for keyword in ("$ref", "$dynamicRef"):
+                if node.get(keyword) == ref:
+                    return f"{pointer}/{keyword}"
+    return ""
+
+
+def _nodes(value: object, pointer: str = "") -> Iterator[tuple[str, object]]:
+    yield pointer, value
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _nodes(item, f"{pointer}/{_escape(key)}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _nodes(item, f"{pointer}/{index}")
+
+
+def _relevance(error: Any) -> tuple[int, tuple[tuple[bool, Any], ...], bool, bool]:
+    # Same preferences as jsonschema's best_match (higher in the instance, then anyOf/oneOf
+    # last), plus document order so that the result never depends on set or hash order.
+    path = tuple((isinstance(part, str), part) for part in error.absolute_path)
+    return (
+        len(path),
+        path,
+        error.validator in jsonschema.exceptions.WEAK_MATCHES,
+        error.validator not in jsonschema.exceptions.STRONG_MATCHES,
+    )
+
+
+def _problems(errors: Iterable[Any]) -> list[Problem]:
+    found: dict[Problem, None] = {}
+    grouped: set[tuple[Any, ...]] = set()
+    for top in errors:
+        # Descends into anyOf/oneOf the way jsonschema's best_match does.
+        error = jsonschema.exceptions.best_match([top])
+        pointer = _pointer(error.absolute_path)
+        if error.validator in ("required", "additionalProperties"):
+            # jsonschema reports these per property (required) or all at once
+            # (additionalProperties); emit one problem per property from the first error.
+            group = (pointer, tuple(error.absolute_schema_path))
+            if group in grouped:
+                continue
+            grouped.add(group)
+            messages = _property_messages(error)
+        else:
+            messages = [_describe(error)]
+        for message in messages:
+            found.setdefault(Problem(pointer, message))
+    return list(found)
+
+
+def _property_messages(error: Any) -> list[str]:
+    instance = error.instance
+    if error.validator == "required":
+        return [
+            f"missing required property {_show(name)}"
+            for name in error.validator_value
+            if name not in instance
+        ]
+    known = error.schema.get("properties", {})
+    patterns = list(error.schema.get("patternProperties", {}))
+    extras = sorted(
+        name
+        for name in instance
+        if name not in known and not any(re.search(pattern, name) for pattern in patterns)
+    )
+    return [f"unexpected property {_show(name)}" for name in extras] or [str(error.message)]
+
+
+def _describe(error: Any) -> str:
+    keyword = error.validator
+    value = error.validator_value
+    instance = error.instance
+    if keyword in _SIZES:
+        bound, one, many = _SIZES[keyword]
+        return f"expected {bound} {_count(value, one, many)}, got {len(instance)}"
+    if keyword in _BOUNDS:
+        op = _BOUNDS[keyword]
+        flag, strict = _DRAFT4_EXCLUSIVE.get(keyword, ("", op))
+        if error.schema.get(flag) is True:
+            op = strict
+        return f"expected a number {op} {_show(value)}, got {_show(instance)}"
+    match keyword:
+        case "type":
+            return f"expected {_either(_names(value))}, got {_json_type(instance)}"
+        case "enum":
+            return "expected one of: " + ", ".join(_show(option) for option in value)
+        case "const":
+            return f"expected {_show(value)}"
+        case "pattern":
+            return f"expected a string matching {_show(value)}, got {_show(instance)}"
+        case "format":
+            return f"not a valid {value}"
+        case "multipleOf":
+            return f"expected a multiple of {_show(value)}, got {_show(instance)}"
+        case "uniqueItems":
+            return "expected all items to be unique"
+        case "contains":
+            return "expected at least one item matching 'contains'"
+        case "minContains":
+            return f"expected at least {_count(value, 'item', 'items')} matching 'contains'"
+        case "maxContains":
+            return f"expected at most {_count(value, 'item', 'items')} matching 'contains'"
+        case "anyOf" | "oneOf":
+            return _alternatives(error)
+        case "not":
+            return "matches a schema it must not match"
+        case None:
+            # A ``false`` subschema, e.g. ``"properties": {"x": false}``.
+            return "no value is allowed here"
+    # Rare keywords (dependencies, unevaluated*, ...) keep jsonschema's own wording.
+    return str(error.message)
+
+
+def _alternatives(error: Any) -> str:
+    context = list(error.context)
+    if error.validator == "oneOf" and not context:
+        return "matches more than one of the alternatives, but must match exactly one"
+    here = [sub for sub in context if not sub.relative_path]
+    wrong_type = [sub for sub in here if sub.validator == "type"]
+    # anyOf [{"type": "integer"}, {"type": "null"}] is how optional fields usually look;
+    # saying "expected integer or null" beats "does not match any of the alternatives".
+    if wrong_type and len(wrong_type) == len(context):
+        names = [name for sub in wrong_type for name in _names(sub.validator_value)]
+        return f"expected {_either(names)}, got {_json_type(error.instance)}"
+    # If every alternative but one failed on type alone, that one is what was meant.
+    others = [sub for sub in here if sub.validator != "type"]
+    if len(others) == 1 and len(here) == len(context):
+        return _describe(others[0])
+    return "does not match any of the allowed alternatives"
+
+
+def _names(value: str | list[str]) -> list[str]:
+    return [value] if isinstance(value, str) else list(value)
+
+
+def _either(names: list[str]) -> str:
+    unique = list(dict.fromkeys(names))
+    if len(unique) == 1:
+        return unique[0]
+    return ", ".join(unique[:-1]) + " or " + unique[-1]
+
+
+def _count(number: int, one: str, many: str) -> str:
+    return f"{number} {one if number == 1 else many}"
+
+
+def _json_type(value: object) -> str:
+    return next(
+        (name for kind, name in _JSON_TYPES if isinstance(value, kind)), type(value).__name__
+    )
+
+
+def _show(value: object) -> str:
+    if isinstance(value, str):
+        text = repr(value)
+    else:
+        try:
+            text = json.dumps(value, sort_keys=True, ensure_ascii=False)
+        except (TypeError, ValueError):
+            text = repr(value)
+    return text if len(text) <= _SHOW_LIMIT else text[: _SHOW_LIMIT - 3] + "..."
+
+
+def _pointer(path: Iterable[str | int]) -> str:
+    return "".join(f"/{_escape(part)}" for part in path)
+
+
+def _escape(part: str | int) -> str:
+    # RFC 6901: "~" first, or the "~1" produced for "/" would be escaped again.
+    return str(part).replace("~", "~0").replace("/", "~1")
+
+
+def _where(pointer: str) -> str:
+    return f"at {pointer}" if pointer else "at the root"
+
+
+# Built last: the constructor needs _compile, defined above.
+_default = JSONSchemaValidator()

@@ -1,0 +1,403 @@
+"""``Server``: a registry of definitions with options and URLs, as ``AdminSite`` is for the admin."""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from .exceptions import AlreadyRegistered, NotRegistered
+from .protocol.engine import Engine, ServerOptions
+from .schema import Validator
+from .registry import Catalog, PromptArgument, PromptDef, ResourceDef, TemplateDef, ToolDef
+
+F = TypeVar("F", bound=Callable[..., Any])
+JSON = dict[str, Any]
+
+__all__ = ["Server", "servers", "site"]
+
+#: Every server by name, so management commands and the admin can find them.
+servers: dict[str, Server] = {}
+
+
+def _bare_use(kind: str) -> TypeError:
+    return TypeError(f"use @server.{kind}() with parentheses")
+
+
+def _doc(fn: Callable[..., Any]) -> str | None:
+    doc = (fn.__doc__ or "").strip()
+    return doc or None
+
+
+class Server:
+    """One MCP server: its definitions, what it says about itself, and its URLs.
+
+    ``site`` is the default one; create more for separate endpoints, each with its own
+    definitions, and include ``server.urls`` where each should be served.
+    """
+
+    def __init__(
+        self,
+        name: str = "default",
+        *,
+        version: str = "0.1.0",
+        title: str | None = None,
+        description: str | None = None,
+        instructions: str | None = None,
+        website_url: str | None = None,
+        icons: Sequence[JSON] | None = None,
+        page_size: int | None = 100,
+        ttl_ms: int = 0,
+        cache_scope: str = "private",
+        logging: bool = True,
+        server_name: str | None = None,
+    ) -> None:
+        if cache_scope not in ("private", "public"):
+            raise ValueError("cache_scope must be 'private' or 'public'")
+        self.name = name
+        self.options = ServerOptions(
+            name=server_name or ("django-mcp-app" if name == "default" else name),
+            version=version,
+            title=title,
+            description=description,
+            website_url=website_url,
+            icons=list(icons) if icons else None,
+            instructions=instructions,
+            page_size=page_size,
+            ttl_ms=ttl_ms,
+            cache_scope=cache_scope,
+            logging=logging,
+        )
+        self.engine = SettingsEngine(self.options)
+        self._lock = threading.RLock()
+        self._tools: dict[str, ToolDef] = {}
+        self._resources: dict[str, ResourceDef] = {}
+        self._templates: dict[str, TemplateDef] = {}
+        self._prompts: dict[str, PromptDef] = {}
+        self._generation = 0
+        self._catalog: Catalog | None = None
+        self._listeners: list[Callable[[Server, set[str]], None]] = []
+        servers[name] = self
+
+    def __repr__(self) -> str:
+        return f"<Server {self.name!r}>"
+
+    # -- the catalog ---------------------------------------------------------------------
+
+    @property
+    def generation(self) -> int:
+        """Changes with every ``add_*``/``remove_*``."""
+        return self._generation
+
+    def catalog(self) -> Catalog:
+        """The current snapshot; built once per generation and shared by requests."""
+        catalog = self._catalog
+        if catalog is not None and catalog.generation == self._generation:
+            return catalog
+        with self._lock:
+            catalog = Catalog(
+                self._generation,
+                tools=list(self._tools.values()),
+                resources=list(self._resources.values()),
+                templates=list(self._templates.values()),
+                prompts=list(self._prompts.values()),
+            )
+            self._catalog = catalog
+            return catalog
+
+    def on_change(self, listener: Callable[[Server, set[str]], None]) -> None:
+        """Call ``listener(server, kinds)`` after definitions of those kinds change."""
+        self._listeners.append(listener)
+
+    def _changed(self, kind: str) -> None:
+        self._generation += 1
+        self._catalog = None
+        for listener in list(self._listeners):
+            listener(self, {kind})
+
+    def _add(self, registry: dict[str, Any], kind: str, key: str, definition: Any) -> Any:
+        with self._lock:
+            existing = registry.get(key)
+            if existing is not None:
+                raise AlreadyRegistered(kind, key, existing.handler, definition.handler)
+            registry[key] = definition
+            self._changed(kind)
+        return definition
+
+    def _remove(self, registry: dict[str, Any], kind: str, key: str) -> None:
+        with self._lock:
+            if key not in registry:
+                raise NotRegistered(kind, key)
+            del registry[key]
+            self._changed(kind)
+
+    # -- tools ---------------------------------------------------------------------------
+
+    def add_tool(
+        self,
+        handler: Callable[..., Any],
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        input_schema: JSON | None = None,
+        output_schema: JSON | None = None,
+        annotations: JSON | None = None,
+        icons: Sequence[JSON] | None = None,
+        meta: Mapping[str, Any] | None = None,
+        permission: Any = None,
+    ) -> ToolDef:
+        """Register ``handler(arguments, context)`` as a tool.
+
+        Raises:
+            AlreadyRegistered: a tool of that name exists.
+            DefinitionError: a name, schema or attribute is invalid.
+        """
+        tool = ToolDef(
+            name=name or handler.__name__,
+            handler=handler,
+            title=title,
+            description=description if description is not None else _doc(handler),
+            input_schema=input_schema if input_schema is not None else {"type": "object"},
+            output_schema=output_schema,
+            annotations=annotations,
+            icons=icons,
+            meta=meta,
+            permission=permission,
+        )
+        if tool.output_schema is not None or tool.input_schema:
+            from .schema import check_schema
+
+            check_schema(tool.input_schema)
+            if tool.output_schema is not None:
+                check_schema(tool.output_schema)
+        return self._add(self._tools, "tool", tool.name, tool)  # type: ignore[no-any-return]
+
+    def remove_tool(self, name: str) -> None:
+        """Raises: NotRegistered."""
+        self._remove(self._tools, "tool", name)
+
+    def tool(self, name: Any = None, **options: Any) -> Callable[[F], F]:
+        """Decorator form of :meth:`add_tool`; returns the function unchanged."""
+        if callable(name):
+            raise _bare_use("tool")
+
+        def decorator(fn: F) -> F:
+            self.add_tool(fn, name=name, **options)
+            return fn
+
+        return decorator
+
+    # -- resources -----------------------------------------------------------------------
+
+    def add_resource(
+        self,
+        handler: Callable[..., Any],
+        *,
+        uri: str,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        mime_type: str | None = None,
+        size: int | None = None,
+        annotations: JSON | None = None,
+        icons: Sequence[JSON] | None = None,
+        meta: Mapping[str, Any] | None = None,
+        permission: Any = None,
+    ) -> ResourceDef:
+        """Register ``handler(context)`` as the resource at ``uri``.
+
+        Raises:
+            AlreadyRegistered: a resource at that URI exists.
+            DefinitionError: the URI or an attribute is invalid.
+        """
+        resource = ResourceDef(
+            uri=uri,
+            name=name or handler.__name__,
+            handler=handler,
+            title=title,
+            description=description if description is not None else _doc(handler),
+            mime_type=mime_type,
+            size=size,
+            annotations=annotations,
+            icons=icons,
+            meta=meta,
+            permission=permission,
+        )
+        return self._add(self._resources, "resource", uri, resource)  # type: ignore[no-any-return]
+
+    def remove_resource(self, uri: str) -> None:
+        """Raises: NotRegistered."""
+        self._remove(self._resources, "resource", uri)
+
+    def resource(self, uri: Any = None, **options: Any) -> Callable[[F], F]:
+        """Decorator form of :meth:`add_resource`."""
+        if callable(uri) or uri is None:
+            raise TypeError("use @server.resource(uri) with the resource's URI")
+
+        def decorator(fn: F) -> F:
+            self.add_resource(fn, uri=uri, **options)
+            return fn
+
+        return decorator
+
+    # -- resource templates --------------------------------------------------------------
+
+    def add_resource_template(
+        self,
+        handler: Callable[..., Any],
+        *,
+        uri_template: str,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        mime_type: str | None = None,
+        annotations: JSON | None = None,
+        icons: Sequence[JSON] | None = None,
+        meta: Mapping[str, Any] | None = None,
+        complete: Mapping[str, Callable[..., Any]] | None = None,
+        permission: Any = None,
+    ) -> TemplateDef:
+        """Register ``handler(variables, context)`` for URIs matching ``uri_template``.
+
+        Raises:
+            AlreadyRegistered: a template of that name exists.
+            DefinitionError: the template or an attribute is invalid.
+        """
+        template = TemplateDef(
+            uri_template=uri_template,
+            name=name or handler.__name__,
+            handler=handler,
+            title=title,
+            description=description if description is not None else _doc(handler),
+            mime_type=mime_type,
+            annotations=annotations,
+            icons=icons,
+            meta=meta,
+            complete=dict(complete or {}),
+            permission=permission,
+        )
+        return self._add(self._templates, "resource template", template.name, template)  # type: ignore[no-any-return]
+
+    def remove_resource_template(self, name: str) -> None:
+        """Raises: NotRegistered."""
+        self._remove(self._templates, "resource template", name)
+
+    def resource_template(self, uri_template: Any = None, **options: Any) -> Callable[[F], F]:
+        """Decorator form of :meth:`add_resource_template`."""
+        if callable(uri_template) or uri_template is None:
+            raise TypeError("use @server.resource_template(uri_template) with the template")
+
+        def decorator(fn: F) -> F:
+            self.add_resource_template(fn, uri_template=uri_template, **options)
+            return fn
+
+        return decorator
+
+    # -- prompts -------------------------------------------------------------------------
+
+    def add_prompt(
+        self,
+        handler: Callable[..., Any],
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        arguments: Iterable[PromptArgument | Mapping[str, Any] | str] = (),
+        icons: Sequence[JSON] | None = None,
+        meta: Mapping[str, Any] | None = None,
+        complete: Mapping[str, Callable[..., Any]] | None = None,
+        permission: Any = None,
+    ) -> PromptDef:
+        """Register ``handler(arguments, context)`` as a prompt.
+
+        Raises:
+            AlreadyRegistered: a prompt of that name exists.
+            DefinitionError: an attribute is invalid.
+        """
+        prompt = PromptDef(
+            name=name or handler.__name__,
+            handler=handler,
+            title=title,
+            description=description if description is not None else _doc(handler),
+            arguments=tuple(PromptArgument.coerce(a) for a in arguments),
+            icons=icons,
+            meta=meta,
+            complete=dict(complete or {}),
+            permission=permission,
+        )
+        return self._add(self._prompts, "prompt", prompt.name, prompt)  # type: ignore[no-any-return]
+
+    def remove_prompt(self, name: str) -> None:
+        """Raises: NotRegistered."""
+        self._remove(self._prompts, "prompt", name)
+
+    def prompt(self, name: Any = None, **options: Any) -> Callable[[F], F]:
+        """Decorator form of :meth:`add_prompt`."""
+        if callable(name):
+            raise _bare_use("prompt")
+
+        def decorator(fn: F) -> F:
+            self.add_prompt(fn, name=name, **options)
+            return fn
+
+        return decorator
+
+    # -- serving -------------------------------------------------------------------------
+
+    @property
+    def endpoint(self) -> Any:
+        """The transport that serves this server over HTTP (built on first use)."""
+        endpoint = self.__dict__.get("_endpoint")
+        if endpoint is None:
+            from .transport.http import Endpoint
+
+            endpoint = Endpoint(self)
+            self.__dict__["_endpoint"] = endpoint
+        return endpoint
+
+    @property
+    def urls(self) -> tuple[list[Any], str, str]:
+        """URL patterns to ``include()``: the endpoint at the include's own path."""
+        from django.urls import re_path
+
+        from .conf import conf
+        from .transport.views import async_view, sync_view
+
+        view = sync_view(self) if conf.VIEW == "sync" else async_view(self)
+        # Both ``/mcp`` and ``/mcp/`` answer, so no client is redirected (a POST cannot be).
+        patterns = [re_path(r"^/?$", view, name="endpoint")]
+        return patterns, "mcp_app", self.name
+
+
+class SettingsEngine(Engine):
+    """The engine, reading validation settings from ``MCP_APP`` on every request."""
+
+    def validate_input(self) -> bool:
+        from .conf import conf
+
+        return conf.VALIDATE_INPUT
+
+    def validate_output(self) -> bool:
+        from .conf import conf
+
+        return conf.VALIDATE_OUTPUT
+
+    def validator(self) -> Validator:
+        from .conf import conf
+
+        path = conf.VALIDATOR
+        if path is None:
+            return self.options.validator
+        return _load_validator(path)
+
+
+@functools.lru_cache(maxsize=8)
+def _load_validator(path: str) -> Validator:
+    from django.utils.module_loading import import_string
+
+    return import_string(path)()  # type: ignore[no-any-return]
+
+
+site = Server()

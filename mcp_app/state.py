@@ -1,0 +1,86 @@
+"""Request state signed with Django's signing framework and bound to method, params and caller."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from django.core import signing
+
+from .conf import conf
+from .exceptions import SuspiciousRequestState
+from .protocol.jsonrpc import InvalidParams
+
+SALT = "mcp_app.request-state"
+#: Params that change between rounds of one dialogue and so are not part of its scope.
+UNSCOPED = frozenset({"inputResponses", "requestState", "_meta"})
+
+security_logger = logging.getLogger("django.security.mcp_app")
+
+
+def caller_id(user: Any) -> str:
+    """A stable name for the caller: the user's primary key, or ``anonymous``."""
+    if user is None or not getattr(user, "is_authenticated", False):
+        return "anonymous"
+    return f"user:{user.pk}"
+
+
+def params_digest(params: Mapping[str, Any]) -> str:
+    scoped = {k: v for k, v in params.items() if k not in UNSCOPED}
+    canonical = json.dumps(scoped, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
+
+def _target(method: str, params: Mapping[str, Any]) -> str:
+    return f"{method}:{params.get('uri') if method == 'resources/read' else params.get('name')}"
+
+
+def sign(state: Any, *, method: str, params: Mapping[str, Any], caller: str) -> str:
+    """Sign ``state`` for a retry of this method, with these params, by this caller."""
+    payload = {"s": state, "t": _target(method, params), "d": params_digest(params), "c": caller}
+    return signing.dumps(payload, key=conf.REQUEST_STATE_KEY, salt=SALT, compress=True)
+
+
+def verify(token: Any, *, method: str, params: Mapping[str, Any], caller: str) -> Any:
+    """Check a ``requestState`` echoed by the client and return the handler's state.
+
+    Raises:
+        InvalidParams: the token is malformed, altered, expired, or issued for another
+            method, definition, argument set or caller; the message says which.
+    """
+    if not isinstance(token, str) or not token:
+        raise InvalidParams("Invalid requestState: must be a non-empty string")
+    key = conf.REQUEST_STATE_KEY
+    try:
+        payload = signing.loads(
+            token,
+            key=key,
+            salt=SALT,
+            max_age=conf.REQUEST_STATE_MAX_AGE_MS / 1000,
+            fallback_keys=[] if key else None,
+        )
+    except signing.SignatureExpired as exc:
+        raise InvalidParams("Invalid requestState: it has expired; start the request again") from exc
+    except (signing.BadSignature, ValueError) as exc:
+        security_logger.warning("requestState failed verification for %s", method, exc_info=False)
+        _suspicious()
+        raise InvalidParams("Invalid requestState: the signature does not verify") from exc
+    if not isinstance(payload, dict):
+        raise InvalidParams("Invalid requestState: the signature does not verify")
+    if payload.get("t") != _target(method, params):
+        raise InvalidParams("Invalid requestState: it was issued for another request target")
+    if payload.get("d") != params_digest(params):
+        raise InvalidParams("Invalid requestState: it was issued for other arguments")
+    if payload.get("c") != caller:
+        raise InvalidParams("Invalid requestState: it was issued to another caller")
+    return payload.get("s")
+
+
+def _suspicious() -> None:
+    # Recorded the way Django records other security failures, without failing the request.
+    logging.getLogger("django.security.SuspiciousRequestState").info(
+        str(SuspiciousRequestState("requestState signature mismatch"))
+    )

@@ -1,0 +1,286 @@
+"""Streamable HTTP: one POST's bytes and headers in, a JSON reply or an event stream out."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from django.db import transaction
+
+from .. import state as request_state
+from ..conf import conf
+from ..input import InputRequired
+from ..protocol import jsonrpc, modern, versions
+from ..protocol.context import RequestContext
+from ..protocol.engine import Engine
+from ..protocol.jsonrpc import (
+    InternalError,
+    InvalidParams,
+    InvalidRequest,
+    MissingClientCapability,
+    ParseError,
+    ProtocolError,
+)
+from ..registry import Catalog
+
+if TYPE_CHECKING:
+    from ..server import Server
+
+logger = logging.getLogger("mcp_app")
+JSON = dict[str, Any]
+Emit = Callable[[JSON], None]
+
+LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+
+
+@dataclass
+class Incoming:
+    """What the transport needs of an HTTP request, whatever framework received it."""
+
+    method: str
+    headers: Mapping[str, str]  # lower-case names
+    body: bytes
+    host: str = ""
+    scheme: str = "http"
+    user: Any = None
+    request: Any = None
+
+
+@dataclass
+class Reply:
+    """What to answer: a status with a JSON body, or a call to run as a stream."""
+
+    status: int
+    body: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+    call: Call | None = None
+
+
+class Call:
+    """A request whose notifications may stream before its final message.
+
+    ``run(emit)`` returns ``(status, final_message)``; everything ``emit`` receives before it
+    goes out first. The view decides from the first thing produced whether to answer with
+    plain JSON (nothing was emitted) or with an event stream.
+    """
+
+    def __init__(
+        self,
+        run: Callable[[RequestContext], tuple[int, JSON]],
+        ctx: RequestContext,
+        request_id: Any = None,
+    ) -> None:
+        self._run = run
+        self.ctx = ctx
+        self.request_id = request_id
+
+    def run(self, emit: Emit) -> tuple[int, JSON]:
+        self.ctx.emit = emit
+        return self._run(self.ctx)
+
+    def cancel(self) -> None:
+        self.ctx.cancelled.set()
+
+
+def error_reply(request_id: Any, error: ProtocolError, status: int | None = None) -> Reply:
+    return Reply(status or error.http_status or 200, jsonrpc.error_response(request_id, error))
+
+
+def _host_name(host: str) -> str:
+    if host.startswith("["):
+        return host[: host.find("]") + 1]
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+class Endpoint:
+    """Serves one ``Server`` over streamable HTTP."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.engine: Engine = server.engine
+
+    # -- entry ---------------------------------------------------------------------------
+
+    def handle(self, incoming: Incoming) -> Reply:
+        """Answer one HTTP request; never raises for anything the client sent."""
+        if not self.origin_allowed(incoming):
+            return error_reply(None, InvalidRequest("Origin not allowed"), 403)
+        if incoming.method != "POST":
+            return Reply(
+                405,
+                jsonrpc.error_response(
+                    None, InvalidRequest(f"{incoming.method} is not served here; POST MCP messages")
+                ),
+                headers={"Allow": "POST"},
+            )
+        if len(incoming.body) > conf.MAX_BODY_BYTES:
+            return error_reply(
+                None, InvalidRequest(f"Request body over {conf.MAX_BODY_BYTES} bytes"), 413
+            )
+        try:
+            message = json.loads(incoming.body)
+        except (ValueError, UnicodeDecodeError):
+            return error_reply(None, ParseError("Parse error: the body is not valid JSON"))
+        if isinstance(message, list):
+            return error_reply(None, InvalidRequest("Batches are not accepted on this revision"))
+        return self.modern(message, incoming)
+
+    def origin_allowed(self, incoming: Incoming) -> bool:
+        """Same-origin, allow-listed, or local-to-local requests; no ``Origin`` is allowed."""
+        origin = incoming.headers.get("origin")
+        if not origin:
+            return True
+        allowed = conf.ALLOWED_ORIGINS
+        if "*" in allowed or origin in allowed:
+            return True
+        parts = urlsplit(origin)
+        if not parts.scheme or not parts.netloc:
+            return False
+        if parts.netloc == incoming.host:
+            return True
+        # A server bound to localhost serves browser tools on other local ports.
+        origin_host = parts.hostname or ""
+        return (origin_host in LOCAL_HOSTS or f"[{origin_host}]" in LOCAL_HOSTS) and _host_name(
+            incoming.host
+        ) in LOCAL_HOSTS
+
+    # -- the stateless wire --------------------------------------------------------------
+
+    def modern(self, message: Any, incoming: Incoming) -> Reply:
+        kind = jsonrpc.classify(message)
+        request_id = message.get("id") if isinstance(message, dict) else None
+        if kind == "invalid":
+            rid = request_id if jsonrpc.valid_id(request_id) else None
+            return error_reply(rid, InvalidRequest("Invalid Request: not a JSON-RPC 2.0 request"))
+        if kind == "notification":
+            return Reply(202)
+        if kind == "response":
+            return error_reply(None, InvalidRequest("The stateless wire takes no responses"))
+        catalog = self.server.catalog()
+        try:
+            req = modern.parse(
+                message, incoming.headers, self.engine.knows, catalog.tool_map.get
+            )
+        except ProtocolError as exc:
+            return error_reply(request_id, exc)
+        ctx = RequestContext(
+            method=req.method,
+            params=req.params,
+            protocol_version=req.version,
+            client_capabilities=req.capabilities,
+            client_info=req.client_info,
+            user=incoming.user,
+            request=incoming.request,
+            server=self.server,
+            log_level=req.log_level,
+            progress_token=req.progress_token,
+        )
+        if req.method == "server/discover":
+            return Reply(200, jsonrpc.result_response(req.id, self.discover(catalog)))
+        if req.method == "subscriptions/listen":
+            return error_reply(
+                req.id, jsonrpc.MethodNotFound("subscriptions/listen is not served yet")
+            )
+
+        def run(ctx: RequestContext) -> tuple[int, JSON]:
+            return self.modern_call(req, ctx, catalog)
+
+        if req.progress_token is not None or req.log_level is not None:
+            return Reply(200, call=Call(run, ctx, req.id))
+        status, body = run(ctx)
+        return Reply(status, body)
+
+    def discover(self, catalog: Catalog) -> JSON:
+        options = self.server.options
+        result: JSON = {
+            "supportedVersions": list(modern.SUPPORTED),
+            "capabilities": options.capabilities(catalog),
+        }
+        if options.instructions:
+            result["instructions"] = options.instructions
+        return self.finish("server/discover", result)
+
+    def finish(self, method: str, result: JSON) -> JSON:
+        options = self.server.options
+        return modern.finish(method, result, options.server_info, options.ttl_ms, options.cache_scope)
+
+    def modern_call(self, req: modern.ModernRequest, ctx: RequestContext, catalog: Catalog) -> tuple[int, JSON]:
+        """Run one stateless request to its final message and HTTP status."""
+        try:
+            if req.method in Engine.INPUT_METHODS:
+                self._read_input(req, ctx)
+            outcome = self.dispatch(req.method, req.params, ctx, catalog)
+            if isinstance(outcome, InputRequired):
+                result = self.input_required(req, ctx, outcome)
+            else:
+                result = self.finish(req.method, outcome)
+                if req.method == "resources/read" and ("requestState" in req.params):
+                    # Content that took input is particular to this dialogue.
+                    result["ttlMs"] = 0
+            return 200, jsonrpc.result_response(req.id, result)
+        except ProtocolError as exc:
+            return exc.http_status or 200, jsonrpc.error_response(req.id, exc)
+        except Exception as exc:  # a handler bug: report it as Django would, answer -32603
+            self.report(exc, ctx)
+            return 500, jsonrpc.error_response(req.id, InternalError("Internal error"))
+
+    def _read_input(self, req: modern.ModernRequest, ctx: RequestContext) -> None:
+        responses = req.params.get("inputResponses")
+        if responses is not None and not isinstance(responses, dict):
+            raise InvalidParams("inputResponses must be an object keyed by input request")
+        ctx.input_responses = dict(responses or {})
+        if "requestState" in req.params:
+            ctx.state = request_state.verify(
+                req.params["requestState"],
+                method=req.method,
+                params=req.params,
+                caller=request_state.caller_id(ctx.user),
+            )
+
+    def input_required(self, req: modern.ModernRequest, ctx: RequestContext, outcome: InputRequired) -> JSON:
+        missing = outcome.required_capabilities(ctx.client_capabilities)
+        if missing:
+            raise MissingClientCapability(missing)
+        result: JSON = {"resultType": "input_required"}
+        if outcome.requests:
+            result["inputRequests"] = outcome.requests
+        result["requestState"] = request_state.sign(
+            outcome.state,
+            method=req.method,
+            params=req.params,
+            caller=request_state.caller_id(ctx.user),
+        )
+        result["_meta"] = {versions.META_SERVER_INFO: self.server.options.server_info}
+        return result
+
+    def dispatch(
+        self, method: str, params: Mapping[str, Any], ctx: RequestContext, catalog: Catalog
+    ) -> JSON | InputRequired:
+        """Run the engine; for handler methods, inside a transaction undone unless it completes."""
+        if method not in Engine.INPUT_METHODS or not conf.ATOMIC:
+            return self.engine.handle(method, params, ctx, catalog)
+        holder: list[JSON | InputRequired] = []
+        try:
+            with transaction.atomic(using=conf.DATABASE_ALIAS):
+                outcome = self.engine.handle(method, params, ctx, catalog)
+                holder.append(outcome)
+                if isinstance(outcome, InputRequired) or outcome.get("isError"):
+                    raise _Undo
+        except _Undo:
+            pass
+        return holder[0]
+
+    def report(self, exc: BaseException, ctx: RequestContext) -> None:
+        from django.core.signals import got_request_exception
+
+        logger.error("Error serving %s", ctx.method, exc_info=exc)
+        if ctx.request is not None:
+            got_request_exception.send(sender=type(self), request=ctx.request)
+
+
+class _Undo(Exception):
+    """Rolls back an attempt that did not complete."""

@@ -1,0 +1,34 @@
+"""Server-sent events framing for MCP response and listen streams."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+HEADERS = {
+    "Content-Type": "text/event-stream",
+    "Cache-Control": "no-cache, no-transform",
+    # Proxies such as nginx would otherwise hold events back until the stream ends.
+    "X-Accel-Buffering": "no",
+}
+
+
+def dumps(message: Any) -> str:
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+
+
+def event(message: Any, event_id: str | None = None) -> bytes:
+    """One ``message`` event carrying a JSON-RPC message."""
+    head = f"id: {event_id}\n" if event_id is not None else ""
+    return f"{head}event: message\ndata: {dumps(message)}\n\n".encode()
+
+
+def priming(event_id: str, retry_ms: int | None = None) -> bytes:
+    """An event with an id and empty data, so the client has a ``Last-Event-ID`` to resume from."""
+    retry = f"retry: {retry_ms}\n" if retry_ms is not None else ""
+    return f"id: {event_id}\n{retry}data: \n\n".encode()
+
+
+def comment(text: str = "keep-alive") -> bytes:
+    """A comment line: ignored by clients, it keeps idle connections open."""
+    return f": {text}\n\n".encode()

@@ -1,0 +1,1 @@
+"""The demo site that serves django-mcp-app's examples and the conformance fixtures."""

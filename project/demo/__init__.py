@@ -1,0 +1,1 @@
+"""The demo app: the seed examples and the conformance fixtures, registered from ``mcp.py``."""

@@ -1,0 +1,11 @@
+"""The demo site's URLs: the admin and the MCP endpoint at ``/mcp``."""
+
+from django.contrib import admin
+from django.urls import path
+
+import mcp_app
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("mcp", mcp_app.site.urls),
+]

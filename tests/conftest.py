@@ -1,0 +1,125 @@
+"""Shared fixtures: a real demo server process, and helpers to speak the stateless wire."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+MODERN = "2026-07-28"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"server did not listen on {port} within {timeout}s")
+
+
+class DemoServer:
+    """A demo site served by a real uvicorn (or gunicorn) process on a free local port."""
+
+    def __init__(self, tmp: Path, kind: str = "uvicorn", env: dict[str, str] | None = None):
+        self.port = free_port()
+        self.url = f"http://localhost:{self.port}/mcp"
+        self.log = tmp / f"{kind}-{self.port}.log"
+        environment = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "project.settings",
+            "DATABASE_URL": f"sqlite:///{tmp / 'demo.sqlite3'}",
+            "SECRET_KEY": "e2e-secret-key",
+            **(env or {}),
+        }
+        subprocess.run(
+            [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
+            cwd=ROOT,
+            env=environment,
+            check=True,
+        )
+        if kind == "uvicorn":
+            command = [
+                sys.executable, "-m", "uvicorn", "project.asgi:application",
+                "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning",
+            ]
+        else:
+            command = [
+                sys.executable, "-m", "gunicorn", "project.wsgi:application",
+                "--bind", f"127.0.0.1:{self.port}", "--workers", "1", "--threads", "8",
+                "--log-level", "warning",
+            ]
+        with self.log.open("wb") as out:
+            self.proc = subprocess.Popen(command, cwd=ROOT, env=environment, stdout=out, stderr=out)
+        wait_for_port(self.port, self.proc)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+@pytest.fixture(scope="session")
+def demo_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoServer]:
+    server = DemoServer(tmp_path_factory.mktemp("demo"))
+    yield server
+    server.stop()
+
+
+def modern_meta(capabilities: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": capabilities or {},
+        "io.modelcontextprotocol/clientInfo": {"name": "tests", "version": "1"},
+    }
+    meta.update(extra)
+    return meta
+
+
+def modern_request(
+    method: str,
+    params: dict[str, Any] | None = None,
+    *,
+    request_id: Any = 1,
+    capabilities: dict[str, Any] | None = None,
+    meta: dict[str, Any] | None = None,
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """A stateless request body and the headers the wire requires for it."""
+    body_params = dict(params or {})
+    body_params["_meta"] = {**modern_meta(capabilities), **(meta or {})}
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": method,
+    }
+    if method in ("tools/call", "prompts/get"):
+        headers["Mcp-Name"] = str(body_params.get("name"))
+    elif method == "resources/read":
+        headers["Mcp-Name"] = str(body_params.get("uri"))
+    body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": body_params}
+    return body, headers
+
+
+def dumps(body: Any) -> str:
+    return json.dumps(body)

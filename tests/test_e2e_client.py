@@ -1,0 +1,67 @@
+"""End to end: the official ``mcp`` client against the demo site in a real uvicorn process."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client, types
+
+from tests.conftest import MODERN, DemoServer
+
+pytestmark = pytest.mark.e2e
+
+
+def run(coro_fn: Any) -> Any:
+    return anyio.run(coro_fn)
+
+
+async def on_elicit(context: Any, params: Any) -> types.ElicitResult:
+    answers = {"Who should I greet?": {"name": "Ada"}, "Name?": {"name": "Ada"}, "Color?": {"color": "blue"}}
+    return types.ElicitResult(action="accept", content=answers[params.message])
+
+
+def client(server: DemoServer, **kw: Any) -> Client:
+    return Client(server.url, mode=MODERN, cache=None, **kw)
+
+
+def test_list_call_read_get_complete(demo_server: DemoServer) -> None:
+    async def main() -> None:
+        async with client(demo_server) as c:
+            assert c.protocol_version == MODERN
+            tools = await c.list_tools()
+            names = [t.name for t in tools.tools]
+            assert names[:2] == ["add", "logo"]
+            added = await c.call_tool("add", {"numbers": [1, 2]})
+            assert added.structured_content == {"sum": 3}
+            logo = await c.call_tool("logo", {})
+            assert [b.type for b in logo.content] == ["text", "image"]
+            bad = await c.call_tool("add", {"numbers": ["x"]})
+            assert bad.is_error
+            assert bad.content[0].text == "Invalid arguments at /numbers/0: expected number, got string"
+            readme = await c.read_resource("file:///readme.txt")
+            assert "demo site" in readme.contents[0].text
+            ada = await c.read_resource("people://ada")
+            assert json.loads(ada.contents[0].text)["name"] == "Ada Lovelace"
+            prompt = await c.get_prompt("introduce", {"id": "alan"})
+            assert "Alan Turing" in prompt.messages[0].content.text
+            done = await c.complete(
+                types.ResourceTemplateReference(type="ref/resource", uri="people://{id}"),
+                {"name": "id", "value": "g"},
+            )
+            assert done.completion.values == ["grace"]
+
+    run(main)
+
+
+def test_input_required_dialogues(demo_server: DemoServer) -> None:
+    async def main() -> None:
+        async with client(demo_server, elicitation_callback=on_elicit) as c:
+            greet = await c.call_tool("greet", {})
+            assert greet.content[0].text == "Hello, Ada!"
+            steps = await c.call_tool("two-steps", {})
+            assert steps.content[0].text == "Ada likes blue"
+
+    run(main)

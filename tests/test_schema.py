@@ -1,0 +1,601 @@
+"""Tests for mcp_app.schema: messages, dialects, references, caching and formatting."""
+
+from __future__ import annotations
+
+import socket
+import time
+from decimal import Decimal
+from types import MappingProxyType
+from typing import Any
+
+import pytest
+
+from mcp_app.schema import (
+    JSONSchemaValidator,
+    Problem,
+    SchemaError,
+    Validator,
+    check_schema,
+    format_problems,
+    is_valid_schema,
+    validate,
+)
+
+DRAFT4 = "http://json-schema.org/draft-04/schema#"
+DRAFT6 = "http://json-schema.org/draft-06/schema#"
+DRAFT7 = "http://json-schema.org/draft-07/schema#"
+DRAFT2019 = "https://json-schema.org/draft/2019-09/schema"
+DRAFT2020 = "https://json-schema.org/draft/2020-12/schema"
+
+NUMBERS = {
+    "type": "object",
+    "properties": {"numbers": {"type": "array", "items": {"type": "number"}}},
+    "required": ["numbers"],
+}
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch):
+    """Fail loudly if anything in here tries to open a connection."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("schema validation tried to use the network")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+
+
+def messages(schema: Any, instance: Any) -> list[str]:
+    return [str(problem) for problem in validate(schema, instance)]
+
+
+def schema_error(schema: Any) -> SchemaError:
+    with pytest.raises(SchemaError) as info:
+        check_schema(schema)
+    return info.value
+
+
+# --- the headline message -------------------------------------------------------------------
+
+
+def test_wrong_item_type_names_pointer_and_types():
+    problems = validate(NUMBERS, {"numbers": ["x"]})
+    assert problems == [Problem("/numbers/0", "expected number, got string")]
+    assert format_problems(problems) == (
+        "Invalid arguments at /numbers/0: expected number, got string"
+    )
+
+
+def test_valid_instance_has_no_problems():
+    assert validate(NUMBERS, {"numbers": [1, 2.5]}) == []
+
+
+# --- message for each keyword ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("schema", "instance", "expected"),
+    [
+        # type
+        ({"type": "integer"}, True, "expected integer, got boolean"),
+        ({"type": "integer"}, 1.5, "expected integer, got number"),
+        ({"type": "string"}, None, "expected string, got null"),
+        ({"type": "string"}, {"a": 1}, "expected string, got object"),
+        ({"type": "string"}, (1,), "expected string, got array"),
+        ({"type": "boolean"}, 0, "expected boolean, got integer"),
+        ({"type": "array"}, {1}, "expected array, got set"),
+        ({"type": ["string", "null"]}, 1, "expected string or null, got integer"),
+        ({"type": ["string", "null", "array"]}, 1, "expected string, null or array, got integer"),
+        # enum / const
+        ({"enum": ["a", "b"]}, "c", "expected one of: 'a', 'b'"),
+        ({"enum": ["a", 1, None, True]}, 2, "expected one of: 'a', 1, null, true"),
+        ({"const": "on"}, "off", "expected 'on'"),
+        ({"const": {"k": [1]}}, {}, 'expected {"k": [1]}'),
+        # numeric bounds
+        ({"minimum": 1}, 0, "expected a number >= 1, got 0"),
+        ({"maximum": 10}, 10.5, "expected a number <= 10, got 10.5"),
+        ({"exclusiveMinimum": 0}, 0, "expected a number > 0, got 0"),
+        ({"exclusiveMaximum": 5}, 5, "expected a number < 5, got 5"),
+        ({"minimum": 1}, Decimal("0.5"), "expected a number >= 1, got Decimal('0.5')"),
+        ({"multipleOf": 3}, 7, "expected a multiple of 3, got 7"),
+        # sizes, singular and plural
+        ({"minLength": 1}, "", "expected at least 1 character, got 0"),
+        ({"maxLength": 2}, "abc", "expected at most 2 characters, got 3"),
+        ({"minItems": 2}, [1], "expected at least 2 items, got 1"),
+        ({"maxItems": 1}, [1, 2], "expected at most 1 item, got 2"),
+        ({"minProperties": 2}, {"a": 1}, "expected at least 2 properties, got 1"),
+        ({"maxProperties": 1}, {"a": 1, "b": 2}, "expected at most 1 property, got 2"),
+        # strings
+        ({"pattern": "^[a-z]+$"}, "ABC", "expected a string matching '^[a-z]+$', got 'ABC'"),
+        ({"format": "email"}, "nobody", "not a valid email"),
+        ({"format": "date"}, "2024-13-01", "not a valid date"),
+        ({"format": "ipv4"}, "999.1.1.1", "not a valid ipv4"),
+        # arrays
+        ({"uniqueItems": True}, [1, 1], "expected all items to be unique"),
+        (
+            {"contains": {"type": "integer"}},
+            ["a"],
+            "expected at least one item matching 'contains'",
+        ),
+        (
+            {"contains": {"type": "integer"}, "minContains": 2},
+            [1, "a"],
+            "expected at least 2 items matching 'contains'",
+        ),
+        (
+            {"contains": {"type": "integer"}, "maxContains": 1},
+            [1, 2],
+            "expected at most 1 item matching 'contains'",
+        ),
+        # combinators
+        ({"not": {"type": "string"}}, "a", "matches a schema it must not match"),
+        (
+            {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+            "x",
+            "expected integer or null, got string",
+        ),
+        (
+            {"oneOf": [{"type": "string", "minLength": 2}, {"type": "integer"}]},
+            "x",
+            "expected at least 2 characters, got 1",
+        ),
+        (
+            {"anyOf": [{"type": "string", "minLength": 3}, {"type": "string", "pattern": "^a"}]},
+            "x",
+            "does not match any of the allowed alternatives",
+        ),
+        (
+            {"oneOf": [{"type": "string"}, {"minLength": 1}]},
+            "x",
+            "matches more than one of the alternatives, but must match exactly one",
+        ),
+        # false subschema
+        ({"properties": {"x": False}}, {"x": 1}, "no value is allowed here"),
+        # anything else keeps jsonschema's wording
+        ({"dependentRequired": {"a": ["b"]}}, {"a": 1}, "'b' is a dependency of 'a'"),
+    ],
+)
+def test_keyword_messages(schema, instance, expected):
+    problems = validate(schema, instance)
+    assert [problem.message for problem in problems] == [expected]
+
+
+def test_valid_formats_pass():
+    schema = {
+        "type": "object",
+        "properties": {
+            "mail": {"format": "email"},
+            "day": {"format": "date"},
+            "ip": {"format": "ipv4"},
+        },
+    }
+    assert validate(schema, {"mail": "a@example.com", "day": "2024-02-29", "ip": "10.0.0.1"}) == []
+
+
+def test_anyof_descends_to_the_deeper_problem():
+    schema = {
+        "anyOf": [
+            {"type": "object", "properties": {"a": {"type": "string"}}},
+            {"type": "object", "properties": {"b": {"type": "string"}}},
+        ]
+    }
+    assert messages(schema, {"a": 1, "b": 1}) == ["at /a: expected string, got integer"]
+
+
+def test_optional_ref_descends_into_the_meant_alternative():
+    schema = {
+        "$defs": {"Item": {"type": "object", "required": ["id"]}},
+        "anyOf": [{"$ref": "#/$defs/Item"}, {"type": "null"}],
+    }
+    assert messages(schema, {}) == ["at the root: missing required property 'id'"]
+
+
+def test_long_values_are_truncated():
+    (problem,) = validate({"pattern": "^a"}, "b" * 200)
+    shown = problem.message.split(", got ")[1]
+    assert len(shown) == 60
+    assert shown.endswith("...")
+
+
+# --- required and additionalProperties ------------------------------------------------------
+
+
+def test_required_points_at_the_object():
+    assert messages(NUMBERS, {}) == ["at the root: missing required property 'numbers'"]
+    nested = {"properties": {"user": {"type": "object", "required": ["id", "name"]}}}
+    assert messages(nested, {"user": {"name": "x"}}) == ["at /user: missing required property 'id'"]
+
+
+def test_every_missing_property_reported_once():
+    schema = {"required": ["a", "b", "c"]}
+    assert [p.message for p in validate(schema, {"b": 1})] == [
+        "missing required property 'a'",
+        "missing required property 'c'",
+    ]
+
+
+def test_unexpected_properties_one_problem_each_sorted():
+    schema = {
+        "type": "object",
+        "properties": {"a": {}},
+        "patternProperties": {"^x-": {}},
+        "additionalProperties": False,
+    }
+    assert validate(schema, {"z": 1, "a": 1, "x-ok": 1, "b": 2}) == [
+        Problem("", "unexpected property 'b'"),
+        Problem("", "unexpected property 'z'"),
+    ]
+    assert validate(schema, {"a": 1, "x-ok": 2}) == []
+
+
+def test_additional_properties_schema_descends():
+    schema = {"additionalProperties": {"type": "integer"}}
+    assert messages(schema, {"n": "x"}) == ["at /n: expected integer, got string"]
+
+
+# --- pointers and ordering ------------------------------------------------------------------
+
+
+def test_pointer_escapes_tilde_and_slash():
+    schema = {"properties": {"a/b": {"type": "string"}, "m~n": {"type": "string"}}}
+    assert messages(schema, {"a/b": 1, "m~n": 1}) == [
+        "at /a~1b: expected string, got integer",
+        "at /m~0n: expected string, got integer",
+    ]
+
+
+def test_problem_str_at_root_and_below():
+    assert str(Problem("", "expected object, got array")) == (
+        "at the root: expected object, got array"
+    )
+    assert str(Problem("/a/0", "bad")) == "at /a/0: bad"
+
+
+def test_order_is_shallow_first_then_document_order():
+    schema = {
+        "type": "object",
+        "properties": {
+            "items": {"type": "array", "items": {"type": "integer"}},
+            "name": {"type": "string"},
+        },
+        "required": ["id"],
+    }
+    instance = {"items": [0, 1, "a", 3, 4, 5, 6, 7, 8, 9, "b"], "name": 5}
+    assert [p.pointer for p in validate(schema, instance)] == ["", "/name", "/items/2", "/items/10"]
+
+
+def test_weak_keywords_come_last_at_the_same_place():
+    schema = {"minLength": 5, "anyOf": [{"type": "string", "pattern": "^z"}, {"maxLength": 1}]}
+    assert [p.message for p in validate(schema, "ab")] == [
+        "expected at least 5 characters, got 2",
+        "expected a string matching '^z', got 'ab'",
+    ]
+
+
+def test_order_is_deterministic_regardless_of_key_order():
+    first = {"properties": {"a": {"type": "string"}, "b": {"type": "string"}}}
+    second = {"properties": {"b": {"type": "string"}, "a": {"type": "string"}}}
+    instance = {"b": 1, "a": 1}
+    assert validate(first, instance) == validate(second, instance)
+    assert [p.pointer for p in validate(first, instance)] == ["/a", "/b"]
+
+
+def test_identical_problems_are_reported_once():
+    schema = {"allOf": [{"type": "string"}, {"type": "string"}]}
+    assert messages(schema, 1) == ["at the root: expected string, got integer"]
+
+
+# --- dialects -------------------------------------------------------------------------------
+
+
+def test_draft7_items_array_and_additional_items():
+    tuple_schema = {
+        "type": "array",
+        "items": [{"type": "string"}, {"type": "integer"}],
+        "additionalItems": False,
+    }
+    draft7 = {"$schema": DRAFT7, **tuple_schema}
+    assert validate(draft7, ["a", 1]) == []
+    assert validate(draft7, [1, "a"]) == [
+        Problem("/0", "expected string, got integer"),
+        Problem("/1", "expected integer, got string"),
+    ]
+    (extra,) = validate(draft7, ["a", 1, True])
+    assert extra.pointer == ""
+    assert "Additional items are not allowed" in extra.message
+    # In 2020-12 (the default) "items" must be a single schema.
+    error = schema_error(tuple_schema)
+    assert error.pointer == "/items"
+    assert error.reason == "expected object or boolean, got array"
+
+
+def test_draft7_dependencies_honoured_but_ignored_in_2020_12():
+    schema = {"dependencies": {"a": ["b"]}}
+    assert messages({"$schema": DRAFT7, **schema}, {"a": 1}) == [
+        "at the root: 'b' is a dependency of 'a'"
+    ]
+    assert validate(schema, {"a": 1}) == []
+
+
+def test_draft4_boolean_exclusive_bounds():
+    schema = {"$schema": DRAFT4, "minimum": 1, "exclusiveMinimum": True, "maximum": 3}
+    assert [p.message for p in validate(schema, 1)] == ["expected a number > 1, got 1"]
+    assert [p.message for p in validate(schema, 4)] == ["expected a number <= 3, got 4"]
+    assert validate(schema, 2) == []
+    upper = {"$schema": DRAFT4, "maximum": 3, "exclusiveMaximum": True}
+    assert [p.message for p in validate(upper, 3)] == ["expected a number < 3, got 3"]
+
+
+def test_draft6_numeric_exclusive_minimum():
+    schema = {"$schema": DRAFT6, "exclusiveMinimum": 0}
+    assert [p.message for p in validate(schema, 0)] == ["expected a number > 0, got 0"]
+
+
+def test_draft2019_dependent_required_vs_draft7():
+    schema = {"dependentRequired": {"a": ["b"]}}
+    assert len(validate({"$schema": DRAFT2019, **schema}, {"a": 1})) == 1
+    assert validate({"$schema": DRAFT7, **schema}, {"a": 1}) == []
+
+
+def test_unknown_dialect_means_2020_12():
+    schema = {"$schema": "https://example.com/my-dialect", "prefixItems": [{"type": "string"}]}
+    assert messages(schema, [1]) == ["at /0: expected string, got integer"]
+
+
+def test_draft3_is_refused():
+    error = schema_error({"$schema": "http://json-schema.org/draft-03/schema#"})
+    assert error.pointer == "/$schema"
+    assert "unsupported dialect" in error.reason
+
+
+def test_dollar_schema_must_be_a_string():
+    error = schema_error({"$schema": ["x"]})
+    assert error.pointer == "/$schema"
+    assert error.reason == "expected string, got array"
+
+
+# --- 2020-12 references and conditionals ----------------------------------------------------
+
+CONDITIONAL = {
+    "$schema": DRAFT2020,
+    "$defs": {
+        "positive": {"$anchor": "positive", "type": "integer", "minimum": 1},
+        "code": {"type": "string", "pattern": "^[A-Z]{3}$"},
+    },
+    "type": "object",
+    "properties": {"kind": {"enum": ["count", "code"]}, "value": {}},
+    "required": ["kind", "value"],
+    "if": {"properties": {"kind": {"const": "count"}}},
+    "then": {"properties": {"value": {"$ref": "#positive"}}},
+    "else": {"properties": {"value": {"$ref": "#/$defs/code"}}},
+}
+
+
+def test_defs_anchor_ref_if_then_else():
+    check_schema(CONDITIONAL)
+    assert validate(CONDITIONAL, {"kind": "count", "value": 3}) == []
+    assert validate(CONDITIONAL, {"kind": "code", "value": "ABC"}) == []
+    assert messages(CONDITIONAL, {"kind": "count", "value": 0}) == [
+        "at /value: expected a number >= 1, got 0"
+    ]
+    assert messages(CONDITIONAL, {"kind": "count", "value": "ABC"}) == [
+        "at /value: expected integer, got string"
+    ]
+    assert messages(CONDITIONAL, {"kind": "code", "value": "abc"}) == [
+        "at /value: expected a string matching '^[A-Z]{3}$', got 'abc'"
+    ]
+
+
+def test_embedded_id_resolves_locally():
+    schema = {
+        "$id": "https://example.com/root.json",
+        "$defs": {"name": {"$id": "name.json", "type": "string"}},
+        "properties": {"x": {"$ref": "name.json"}},
+    }
+    assert messages(schema, {"x": 1}) == ["at /x: expected string, got integer"]
+
+
+def test_ref_to_official_metaschema_needs_no_network():
+    schema = {"properties": {"inner": {"$ref": DRAFT2020}}}
+    assert validate(schema, {"inner": {"type": "object"}}) == []
+    assert messages(schema, {"inner": {"type": 5}}) != []
+
+
+# --- remote and broken references -----------------------------------------------------------
+
+
+def test_network_guard_is_active():
+    with pytest.raises(AssertionError):
+        socket.create_connection(("example.com", 80))
+
+
+def test_remote_ref_is_refused_without_network():
+    schema = {"type": "object", "properties": {"x": {"$ref": "https://example.com/x"}}}
+    started = time.monotonic()
+    with pytest.raises(SchemaError) as info:
+        validate(schema, {"x": 1})
+    assert time.monotonic() - started < 1
+    assert info.value.pointer == "/properties/x/$ref"
+    assert info.value.reason == (
+        "cannot resolve $ref 'https://example.com/x': remote references are not fetched"
+    )
+    assert str(info.value) == (
+        "invalid schema at /properties/x/$ref: cannot resolve $ref 'https://example.com/x': "
+        "remote references are not fetched"
+    )
+    assert not is_valid_schema(schema)
+
+
+def test_relative_ref_to_another_document_is_refused():
+    schema = {"$id": "https://example.com/root.json", "$defs": {"a": {"$ref": "other.json"}}}
+    error = schema_error(schema)
+    assert error.pointer == "/$defs/a/$ref"
+    assert "remote references are not fetched" in error.reason
+
+
+def test_missing_local_targets_are_schema_errors():
+    error = schema_error({"properties": {"a": {"$ref": "#/$defs/nope"}}})
+    assert error.pointer == "/properties/a/$ref"
+    assert (
+        error.reason == "cannot resolve $ref '#/$defs/nope': nothing in the schema has that address"
+    )
+    assert schema_error({"$ref": "#nope"}).pointer == "/$ref"
+
+
+def test_remote_ref_reached_only_while_validating():
+    # "x-defs" is no keyword, so only validation (following the $ref) reaches the inner one.
+    schema = {"$ref": "#/x-defs/a", "x-defs": {"a": {"$ref": "https://example.com/r"}}}
+    check_schema(schema)
+    with pytest.raises(SchemaError) as info:
+        validate(schema, 1)
+    assert info.value.pointer == "/x-defs/a/$ref"
+    assert "remote references are not fetched" in info.value.reason
+
+
+def test_broken_local_ref_reached_only_while_validating():
+    schema = {"$ref": "#/x-defs/a", "x-defs": {"a": {"$ref": "#/nope"}}}
+    with pytest.raises(SchemaError) as info:
+        validate(schema, 1)
+    assert info.value.pointer == ""
+    assert "nothing in the schema has that address" in info.value.reason
+
+
+# --- invalid schemas ------------------------------------------------------------------------
+
+
+def test_metaschema_violation_names_the_place():
+    error = schema_error({"properties": {"a": {"minLength": -1}}})
+    assert isinstance(error, ValueError)
+    assert error.pointer == "/properties/a/minLength"
+    assert error.reason == "expected a number >= 0, got -1"
+    assert str(error) == (
+        "invalid schema at /properties/a/minLength: expected a number >= 0, got -1"
+    )
+
+
+def test_unknown_type_name_lists_the_choices():
+    error = schema_error({"type": "float"})
+    assert error.pointer == "/type"
+    assert error.reason.startswith("expected one of: 'array', 'boolean', 'integer'")
+
+
+def test_bad_regex_is_a_schema_error():
+    assert schema_error({"pattern": "["}).reason == "not a valid regex"
+
+
+def test_invalid_schema_raises_from_validate_too():
+    with pytest.raises(SchemaError):
+        validate({"type": "float"}, 1)
+
+
+@pytest.mark.parametrize(
+    ("schema", "reason"),
+    [
+        ([{"type": "string"}], "expected object or boolean, got array"),
+        ("string", "expected object or boolean, got string"),
+        (None, "expected object or boolean, got null"),
+    ],
+)
+def test_schema_must_be_object_or_boolean(schema, reason):
+    error = schema_error(schema)
+    assert error.pointer == ""
+    assert error.reason == reason
+    assert str(error) == f"invalid schema at the root: {reason}"
+
+
+@pytest.mark.parametrize("schema", [{"const": float("nan")}, {"enum": [{1, 2}]}])
+def test_schema_must_be_json(schema):
+    assert schema_error(schema).reason.startswith("not representable as JSON")
+
+
+def test_boolean_and_read_only_schemas():
+    assert validate(True, {"anything": 1}) == []
+    assert messages(False, 1) == ["at the root: no value is allowed here"]
+    frozen = MappingProxyType({"type": "object", "properties": MappingProxyType({"a": {}})})
+    assert is_valid_schema(frozen)
+    assert messages(frozen, []) == ["at the root: expected object, got array"]
+
+
+def test_is_valid_schema():
+    assert is_valid_schema(NUMBERS)
+    assert not is_valid_schema({"type": "float"})
+
+
+# --- caching --------------------------------------------------------------------------------
+
+
+def test_compiled_schemas_are_cached_by_canonical_json():
+    validator = JSONSchemaValidator(cache_size=2)
+    validator.problems({"type": "object", "required": ["a"]}, {})
+    validator.problems({"required": ["a"], "type": "object"}, {"a": 1})
+    validator.check_schema({"type": "object", "required": ["a"]})
+    info = validator.cache_info()
+    assert (info.hits, info.misses, info.currsize) == (2, 1, 1)
+
+
+def test_cache_is_bounded_and_clearable():
+    validator = JSONSchemaValidator(cache_size=2)
+    for kind in ("string", "integer", "boolean"):
+        validator.check_schema({"type": kind})
+    assert validator.cache_info().currsize == 2
+    assert validator.cache_info().maxsize == 2
+    validator.cache_clear()
+    assert validator.cache_info().currsize == 0
+
+
+def test_mutating_a_schema_after_use_is_seen():
+    validator = JSONSchemaValidator()
+    schema = {"type": "string"}
+    assert validator.problems(schema, 1) != []
+    schema["type"] = "integer"
+    assert validator.problems(schema, 1) == []
+
+
+# --- pluggable validators -------------------------------------------------------------------
+
+
+class Picky:
+    """A structural Validator that rejects everything."""
+
+    def check_schema(self, schema):
+        raise SchemaError("never good enough")
+
+    def problems(self, schema, instance):
+        return [Problem("", "no")]
+
+
+def test_custom_validator_is_used():
+    picky: Validator = Picky()
+    assert validate({}, 1, validator=picky) == [Problem("", "no")]
+    assert not is_valid_schema({}, validator=picky)
+    with pytest.raises(SchemaError, match="never good enough"):
+        check_schema({}, validator=picky)
+
+
+def test_default_validator_is_a_validator():
+    validator: Validator = JSONSchemaValidator()
+    assert validator.problems({"type": "string"}, "x") == []
+
+
+# --- format_problems ------------------------------------------------------------------------
+
+
+def test_format_problems_joins_and_caps():
+    problems = [Problem(f"/{index}", "bad") for index in range(7)]
+    assert format_problems(problems[:2]) == "Invalid arguments at /0: bad; at /1: bad"
+    assert format_problems(problems[:5]).count("; ") == 4
+    assert format_problems(problems) == (
+        "Invalid arguments at /0: bad; at /1: bad; at /2: bad; at /3: bad; at /4: bad; and 2 more"
+    )
+    assert format_problems(problems, "Bad result", limit=1) == "Bad result at /0: bad; and 6 more"
+
+
+def test_format_problems_edge_cases():
+    assert format_problems([]) == "Invalid arguments"
+    assert format_problems([Problem("", "expected object, got null")]) == (
+        "Invalid arguments at the root: expected object, got null"
+    )
+    with pytest.raises(ValueError, match="limit must be at least 1"):
+        format_problems([Problem("", "x")], limit=0)

@@ -1,0 +1,191 @@
+"""The stateless HTTP wire through the real Django view and URLconf (digest section 9)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from django.test import Client, override_settings
+
+from tests.conftest import MODERN, modern_request
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def post(client: Client, body: Any, headers: dict[str, str], path: str = "/mcp") -> Any:
+    return client.post(path, data=json.dumps(body), content_type="application/json", headers=headers)
+
+
+def call(client: Client, method: str, params: dict[str, Any] | None = None, **kw: Any) -> Any:
+    body, headers = modern_request(method, params, **kw)
+    return post(client, body, headers)
+
+
+@pytest.fixture
+def client() -> Client:
+    return Client()
+
+
+def test_discover(client: Client) -> None:
+    response = call(client, "server/discover")
+    assert response.status_code == 200
+    result = response.json()["result"]
+    assert result["resultType"] == "complete"
+    assert result["supportedVersions"] == [MODERN]
+    assert {"tools", "resources", "prompts", "completions", "logging"} <= set(result["capabilities"])
+    assert result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "django-mcp-app"
+    assert result["ttlMs"] == 0 and result["cacheScope"] == "private"
+
+
+@pytest.mark.parametrize("path", ["/mcp", "/mcp/"])
+def test_both_paths_answer_without_redirect(client: Client, path: str) -> None:
+    body, headers = modern_request("tools/list")
+    response = post(client, body, headers, path=path)
+    assert response.status_code == 200
+    names = [t["name"] for t in response.json()["result"]["tools"]]
+    assert names[:2] == ["add", "logo"]
+
+
+def test_call_add_structured(client: Client) -> None:
+    response = call(client, "tools/call", {"name": "add", "arguments": {"numbers": [1, 2, 3.5]}})
+    result = response.json()["result"]
+    assert result["structuredContent"] == {"sum": 6.5}
+    assert json.loads(result["content"][0]["text"]) == {"sum": 6.5}
+    assert result["resultType"] == "complete"
+    assert "ttlMs" not in result
+
+
+def test_invalid_arguments_named_by_pointer(client: Client) -> None:
+    response = call(client, "tools/call", {"name": "add", "arguments": {"numbers": ["x"]}})
+    result = response.json()["result"]
+    assert result["isError"] is True
+    assert result["content"][0]["text"] == "Invalid arguments at /numbers/0: expected number, got string"
+
+
+def test_unknown_tool(client: Client) -> None:
+    response = call(client, "tools/call", {"name": "nope"})
+    assert response.json()["error"]["code"] == -32602
+
+
+def test_read_template_and_not_found(client: Client) -> None:
+    response = call(client, "resources/read", {"uri": "people://ada"})
+    result = response.json()["result"]
+    assert json.loads(result["contents"][0]["text"])["name"] == "Ada Lovelace"
+    assert result["contents"][0]["mimeType"] == "application/json"
+    assert "ttlMs" in result
+    missing = call(client, "resources/read", {"uri": "people://nobody"}).json()
+    assert missing["error"]["code"] == -32602
+    assert missing["error"]["data"] == {"uri": "people://nobody"}
+
+
+def test_prompt_missing_argument(client: Client) -> None:
+    response = call(client, "prompts/get", {"name": "introduce", "arguments": {}})
+    error = response.json()["error"]
+    assert error["code"] == -32602 and "id" in error["message"]
+
+
+def test_complete(client: Client) -> None:
+    response = call(
+        client,
+        "completion/complete",
+        {"ref": {"type": "ref/resource", "uri": "people://{id}"}, "argument": {"name": "id", "value": "a"}},
+    )
+    assert response.json()["result"]["completion"]["values"] == ["ada", "alan"]
+
+
+def test_notification_is_accepted(client: Client) -> None:
+    body = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}
+    response = post(client, body, {"MCP-Protocol-Version": MODERN})
+    assert response.status_code == 202 and response.content == b""
+
+
+def test_parse_error(client: Client) -> None:
+    response = client.post("/mcp", data=b"{nope", content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == -32700
+
+
+@pytest.mark.parametrize("body", [[{"jsonrpc": "2.0", "id": 1, "method": "ping"}], {"id": 1}, 3])
+def test_invalid_request(client: Client, body: Any) -> None:
+    response = post(client, body, {})
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == -32600
+
+
+@pytest.mark.parametrize("method", ["get", "delete"])
+def test_other_http_methods(client: Client, method: str) -> None:
+    response = getattr(client, method)("/mcp")
+    assert response.status_code == 405
+
+
+@pytest.mark.parametrize(
+    "method", ["initialize", "ping", "logging/setLevel", "resources/subscribe", "unknown/method"]
+)
+def test_removed_methods_are_not_found(client: Client, method: str) -> None:
+    response = call(client, method, request_id="abc")
+    assert response.status_code == 404
+    assert response.json() == {
+        "jsonrpc": "2.0",
+        "id": "abc",
+        "error": {"code": -32601, "message": f"Method not found: {method}"},
+    }
+
+
+def test_missing_meta(client: Client) -> None:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    response = post(client, body, {"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/list"})
+    assert response.status_code == 400 and response.json()["error"]["code"] == -32602
+
+
+def test_header_mismatch(client: Client) -> None:
+    body, headers = modern_request("tools/call", {"name": "add", "arguments": {"numbers": [1]}})
+    headers["Mcp-Name"] = "logo"
+    response = post(client, body, headers)
+    assert response.status_code == 400 and response.json()["error"]["code"] == -32020
+
+
+def test_unsupported_version(client: Client) -> None:
+    body, headers = modern_request("server/discover")
+    body["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = "v999"
+    headers["MCP-Protocol-Version"] = "v999"
+    error = post(client, body, headers).json()["error"]
+    assert error["code"] == -32022
+    assert error["data"] == {"supported": [MODERN], "requested": "v999"}
+
+
+def test_foreign_origin_refused(client: Client) -> None:
+    body, headers = modern_request("tools/list")
+    headers["Origin"] = "http://evil.example.com"
+    assert post(client, body, headers).status_code == 403
+
+
+@override_settings(MCP_APP={"ALLOWED_ORIGINS": ["https://app.example.com"]})
+def test_allowed_origin(client: Client) -> None:
+    body, headers = modern_request("tools/list")
+    headers["Origin"] = "https://app.example.com"
+    assert post(client, body, headers).status_code == 200
+
+
+def test_disallowed_host_refused(client: Client) -> None:
+    body, headers = modern_request("tools/list")
+    response = client.post(
+        "/mcp", data=json.dumps(body), content_type="application/json", headers=headers,
+        HTTP_HOST="evil.example.com",
+    )
+    # CommonMiddleware refuses it first (400); without it, the endpoint itself does (403).
+    assert response.status_code == 400
+
+
+def test_progress_streams_events(client: Client) -> None:
+    body, headers = modern_request(
+        "tools/call", {"name": "test_tool_with_progress"}, meta={"progressToken": "p1"}
+    )
+    response = post(client, body, headers)
+    assert response["Content-Type"] == "text/event-stream"
+    assert response["X-Accel-Buffering"] == "no"
+    payload = b"".join(response.streaming_content).decode()
+    messages = [json.loads(line[6:]) for line in payload.splitlines() if line.startswith("data: ")]
+    progress = [m["params"]["progress"] for m in messages if m.get("method") == "notifications/progress"]
+    assert progress == [0, 50, 100]
+    assert messages[-1]["id"] == 1 and messages[-1]["result"]["resultType"] == "complete"
