@@ -23,6 +23,8 @@ DEFAULTS: dict[str, Any] = {
     "DATABASE_ALIAS": "default",
     # Seconds between comment keep-alives on long-lived SSE streams.
     "KEEPALIVE_SECONDS": 15.0,
+    # Dotted path of the mcp_app.delivery.Backend that carries notifications.
+    "DELIVERY_BACKEND": "mcp_app.delivery.local.LocalBackend",
     # "async" serves through an async view (ASGI), "sync" through a plain one (WSGI).
     "VIEW": "async",
     # Largest request body accepted, in bytes.
@@ -74,6 +76,10 @@ class Settings:
     @property
     def KEEPALIVE_SECONDS(self) -> float:
         return float(self._get("KEEPALIVE_SECONDS"))
+
+    @property
+    def DELIVERY_BACKEND(self) -> str:
+        return str(self._get("DELIVERY_BACKEND"))
 
     @property
     def VIEW(self) -> str:

@@ -68,6 +68,8 @@ class Server:
             ttl_ms=ttl_ms,
             cache_scope=cache_scope,
             logging=logging,
+            list_changed=True,
+            subscribe=True,
         )
         self.engine = SettingsEngine(self.options)
         self._lock = threading.RLock()
@@ -115,6 +117,33 @@ class Server:
         self._catalog = None
         for listener in list(self._listeners):
             listener(self, {kind})
+        self.announce({"kinds": [kind]}, "lists")
+
+    def channel(self, topic: str) -> str:
+        """The delivery channel of one of this server's topics (``lists``, ``updated``)."""
+        return f"mcp:{self.name}:{topic}"
+
+    def announce(self, message: JSON, topic: str) -> None:
+        """Publish ``message`` on a topic once the current transaction commits.
+
+        Nothing is published before the endpoint first serves: definitions registered at
+        start-up have no listener to tell, and the backend is not built at import time.
+        """
+        if "_endpoint" not in self.__dict__:
+            return
+        from django.db import transaction
+
+        from .conf import conf
+        from .delivery import backend
+
+        channel = self.channel(topic)
+        transaction.on_commit(
+            lambda: backend().publish(channel, message), using=conf.DATABASE_ALIAS
+        )
+
+    def notify_resource_updated(self, uri: str) -> None:
+        """Tell clients subscribed to ``uri`` that its content changed (after commit)."""
+        self.announce({"uri": uri}, "updated")
 
     def _add(self, registry: dict[str, Any], kind: str, key: str, definition: Any) -> Any:
         with self._lock:
@@ -367,7 +396,7 @@ class Server:
 
         view = sync_view(self) if conf.VIEW == "sync" else async_view(self)
         # Both ``/mcp`` and ``/mcp/`` answer, so no client is redirected (a POST cannot be).
-        patterns = [re_path(r"^/?$", view, name="endpoint")]
+        patterns = [re_path(r"^(?:/)?$", view, name="endpoint")]
         return patterns, "mcp_app", self.name
 
 

@@ -26,6 +26,7 @@ from ..protocol.jsonrpc import (
     ProtocolError,
 )
 from ..registry import Catalog
+from .listen import Listen
 
 if TYPE_CHECKING:
     from ..server import Server
@@ -58,6 +59,7 @@ class Reply:
     body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
     call: Call | None = None
+    listen: Listen | None = None
 
 
 class Call:
@@ -182,9 +184,16 @@ class Endpoint:
         if req.method == "server/discover":
             return Reply(200, jsonrpc.result_response(req.id, self.discover(catalog)))
         if req.method == "subscriptions/listen":
-            return error_reply(
-                req.id, jsonrpc.MethodNotFound("subscriptions/listen is not served yet")
-            )
+            try:
+                listen = Listen(
+                    self.server,
+                    req.id,
+                    req.params.get("notifications"),
+                    self.server.options.capabilities(catalog),
+                )
+            except ProtocolError as exc:
+                return error_reply(req.id, exc)
+            return Reply(200, listen=listen)
 
         def run(ctx: RequestContext) -> tuple[int, JSON]:
             return self.modern_call(req, ctx, catalog)

@@ -14,9 +14,12 @@ from django.db import close_old_connections
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from ..conf import conf
+from ..delivery import backend
 from ..protocol import jsonrpc
 from . import sse
 from .http import Call, Incoming, Reply
+from .listen import Listen
 
 if TYPE_CHECKING:
     from ..server import Server
@@ -94,6 +97,8 @@ def async_view(server: Server) -> Callable[..., Awaitable[HttpResponse]]:
         reply = await sync_to_async(_prepare, thread_sensitive=False)(server, request)
         if reply is None:
             return host_refused()
+        if reply.listen is not None:
+            return _listen_async(reply.listen)
         if reply.call is None:
             return to_response(reply)
         return await _stream_async(reply.call)
@@ -129,6 +134,52 @@ async def _stream_async(call: Call) -> HttpResponse:
     return StreamingHttpResponse(body(), headers=sse.HEADERS)
 
 
+def _listen_async(listen: Listen) -> HttpResponse:
+    loop = asyncio.get_running_loop()
+    events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+
+    def sink(channel: str, message: dict[str, Any]) -> None:
+        loop.call_soon_threadsafe(events.put_nowait, (channel, message))
+
+    async def body() -> AsyncIterator[bytes]:
+        unsubscribe = backend().subscribe(listen.channels, sink)
+        try:
+            yield sse.event(listen.acknowledgement())
+            while True:
+                try:
+                    channel, message = await asyncio.wait_for(events.get(), conf.KEEPALIVE_SECONDS)
+                except TimeoutError:
+                    yield sse.comment()
+                    continue
+                for notification in listen.notifications(channel, message):
+                    yield sse.event(notification)
+        finally:
+            unsubscribe()
+
+    return StreamingHttpResponse(body(), headers=sse.HEADERS)
+
+
+def _listen_sync(listen: Listen) -> HttpResponse:
+    events: queue.Queue[tuple[str, Any]] = queue.Queue()
+
+    def body() -> Iterator[bytes]:
+        unsubscribe = backend().subscribe(listen.channels, lambda c, m: events.put((c, m)))
+        try:
+            yield sse.event(listen.acknowledgement())
+            while True:
+                try:
+                    channel, message = events.get(timeout=conf.KEEPALIVE_SECONDS)
+                except queue.Empty:
+                    yield sse.comment()
+                    continue
+                for notification in listen.notifications(channel, message):
+                    yield sse.event(notification)
+        finally:
+            unsubscribe()
+
+    return StreamingHttpResponse(body(), headers=sse.HEADERS)
+
+
 def sync_view(server: Server) -> Callable[..., HttpResponse]:
     """The endpoint for WSGI servers: streams are generators fed by a worker thread."""
 
@@ -138,6 +189,8 @@ def sync_view(server: Server) -> Callable[..., HttpResponse]:
         if data is None:
             return host_refused()
         reply = server.endpoint.handle(data)
+        if reply.listen is not None:
+            return _listen_sync(reply.listen)
         if reply.call is None:
             return to_response(reply)
         call = reply.call

@@ -1,0 +1,82 @@
+"""``subscriptions/listen``: which notifications a listen stream honours, and their wire form."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..protocol import jsonrpc, versions
+from ..protocol.jsonrpc import InvalidParams
+
+if TYPE_CHECKING:
+    from ..server import Server
+
+JSON = dict[str, Any]
+
+#: Filter key, server capability, and the notification for each kind of list.
+LISTS = (
+    ("toolsListChanged", "tools", "notifications/tools/list_changed"),
+    ("promptsListChanged", "prompts", "notifications/prompts/list_changed"),
+    ("resourcesListChanged", "resources", "notifications/resources/list_changed"),
+)
+#: Which list a changed kind of definition belongs to.
+KIND_TO_FILTER = {
+    "tools": "toolsListChanged",
+    "prompts": "promptsListChanged",
+    "resources": "resourcesListChanged",
+    "templates": "resourcesListChanged",
+}
+
+
+class Listen:
+    """One open ``subscriptions/listen`` request: its filter, channels, and message mapping."""
+
+    def __init__(self, server: Server, request_id: Any, requested: Any, capabilities: JSON) -> None:
+        """Raises: InvalidParams, when the filter is not an object of the documented shape."""
+        if not isinstance(requested, dict):
+            raise InvalidParams("subscriptions/listen needs a 'notifications' object")
+        honoured: JSON = {}
+        for key, capability, _ in LISTS:
+            if requested.get(key) is True and capability in capabilities:
+                honoured[key] = True
+        uris = requested.get("resourceSubscriptions")
+        if uris is not None:
+            if not isinstance(uris, list) or not all(isinstance(u, str) for u in uris):
+                raise InvalidParams("resourceSubscriptions must be a list of URIs")
+            if capabilities.get("resources", {}).get("subscribe"):
+                honoured["resourceSubscriptions"] = list(dict.fromkeys(uris))
+        self.server = server
+        self.request_id = request_id
+        self.honoured = honoured
+        self._uris = frozenset(honoured.get("resourceSubscriptions", ()))
+
+    @property
+    def channels(self) -> list[str]:
+        names = []
+        if any(key in self.honoured for key, _, _ in LISTS):
+            names.append(self.server.channel("lists"))
+        if self._uris:
+            names.append(self.server.channel("updated"))
+        return names
+
+    def _tagged(self, method: str, params: JSON | None = None) -> JSON:
+        body = dict(params or {})
+        body["_meta"] = {versions.META_SUBSCRIPTION_ID: self.request_id}
+        return jsonrpc.notification(method, body)
+
+    def acknowledgement(self) -> JSON:
+        """The first message of the stream: the filter the server honours."""
+        return self._tagged("notifications/subscriptions/acknowledged", {"notifications": self.honoured})
+
+    def notifications(self, channel: str, message: JSON) -> list[JSON]:
+        """What a delivered message means for this stream (often nothing)."""
+        if channel == self.server.channel("lists"):
+            keys = {KIND_TO_FILTER.get(kind) for kind in message.get("kinds", ())}
+            return [
+                self._tagged(method)
+                for key, _, method in LISTS
+                if key in keys and key in self.honoured
+            ]
+        uri = message.get("uri")
+        if channel == self.server.channel("updated") and uri in self._uris:
+            return [self._tagged("notifications/resources/updated", {"uri": uri})]
+        return []
