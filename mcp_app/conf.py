@@ -25,6 +25,18 @@ DEFAULTS: dict[str, Any] = {
     "KEEPALIVE_SECONDS": 15.0,
     # Dotted path of the mcp_app.delivery.Backend that carries notifications.
     "DELIVERY_BACKEND": "mcp_app.delivery.local.LocalBackend",
+    # Dotted path of the mcp_app.sessions.SessionStore for initialize-era sessions.
+    "SESSION_STORE": "mcp_app.sessions.DatabaseSessionStore",
+    # The cache alias CacheSessionStore uses.
+    "SESSION_CACHE": "default",
+    # Seconds a session may stay idle before it expires.
+    "SESSION_IDLE_SECONDS": 3600,
+    # Seconds a server-to-client request waits for the client's answer.
+    "INPUT_TIMEOUT_SECONDS": 300.0,
+    # Seconds events are kept for clients resuming a stream with Last-Event-ID.
+    "EVENT_RETENTION_SECONDS": 600,
+    # The retry interval (ms) announced on streams the server may close early.
+    "SSE_RETRY_MS": 1000,
     # "async" serves through an async view (ASGI), "sync" through a plain one (WSGI).
     "VIEW": "async",
     # Largest request body accepted, in bytes.
@@ -80,6 +92,30 @@ class Settings:
     @property
     def DELIVERY_BACKEND(self) -> str:
         return str(self._get("DELIVERY_BACKEND"))
+
+    @property
+    def SESSION_STORE(self) -> str:
+        return str(self._get("SESSION_STORE"))
+
+    @property
+    def SESSION_CACHE(self) -> str:
+        return str(self._get("SESSION_CACHE"))
+
+    @property
+    def SESSION_IDLE_SECONDS(self) -> int:
+        return int(self._get("SESSION_IDLE_SECONDS"))
+
+    @property
+    def INPUT_TIMEOUT_SECONDS(self) -> float:
+        return float(self._get("INPUT_TIMEOUT_SECONDS"))
+
+    @property
+    def EVENT_RETENTION_SECONDS(self) -> int:
+        return int(self._get("EVENT_RETENTION_SECONDS"))
+
+    @property
+    def SSE_RETRY_MS(self) -> int:
+        return int(self._get("SSE_RETRY_MS"))
 
     @property
     def VIEW(self) -> str:

@@ -62,6 +62,8 @@ def roots() -> JSON:
 
 
 def _camel(name: str) -> str:
+    if name.startswith("_"):
+        return name
     head, *rest = name.split("_")
     return head + "".join(part.title() for part in rest)
 
@@ -76,30 +78,37 @@ class InputRequired:
     def required_capabilities(self, declared: Mapping[str, Any]) -> JSON:
         """The client capabilities these requests need that ``declared`` lacks."""
         missing: JSON = {}
+        modes: set[str] = set()
         for request in self.requests.values():
-            method = request.get("method")
+            capability = INPUT_METHODS.get(str(request.get("method")))
             params = request.get("params") or {}
-            capability = INPUT_METHODS.get(str(method))
-            if capability is None:
-                continue
-            have = declared.get(capability)
-            if not isinstance(have, dict):
-                entry = missing.setdefault(capability, {})
-                if capability == "elicitation" and params.get("mode") == "url":
-                    entry["url"] = {}
-                elif capability == "sampling" and ("tools" in params or "toolChoice" in params):
-                    entry["tools"] = {}
-                continue
+            have = declared.get(capability or "")
             if capability == "elicitation":
-                mode = params.get("mode") or "form"
-                # An empty elicitation capability means form only.
-                modes = set(have) or {"form"}
-                if mode not in modes:
-                    missing.setdefault("elicitation", {})[mode] = {}
-            elif capability == "sampling" and (
-                "tools" in params or "toolChoice" in params
-            ) and not isinstance(have.get("tools"), dict):
-                missing.setdefault("sampling", {})["tools"] = {}
+                modes.add(params.get("mode") or "form")
+            elif capability == "sampling":
+                needs = {}
+                if "tools" in params or "toolChoice" in params:
+                    needs["tools"] = {}
+                if params.get("includeContext") not in (None, "none"):
+                    needs["context"] = {}
+                if not isinstance(have, dict):
+                    missing.setdefault("sampling", {}).update(needs)
+                else:
+                    lacking = {k: {} for k in needs if not isinstance(have.get(k), dict)}
+                    if lacking:
+                        missing.setdefault("sampling", {}).update(lacking)
+            elif capability is not None and not isinstance(have, dict):
+                missing[capability] = {}
+        if modes:
+            have = declared.get("elicitation")
+            # An empty elicitation capability means form only.
+            supported = (set(have) or {"form"}) if isinstance(have, dict) else set()
+            lacking_modes = modes - supported
+            if lacking_modes:
+                if not isinstance(have, dict) and lacking_modes == {"form"}:
+                    missing["elicitation"] = {}
+                else:
+                    missing["elicitation"] = {mode: {} for mode in sorted(lacking_modes)}
         return missing
 
 

@@ -21,6 +21,15 @@ __all__ = ["Server", "servers", "site"]
 servers: dict[str, Server] = {}
 
 
+#: The catalog kind behind each label used in messages.
+_KINDS = {
+    "tool": "tools",
+    "resource": "resources",
+    "resource template": "templates",
+    "prompt": "prompts",
+}
+
+
 def _bare_use(kind: str) -> TypeError:
     return TypeError(f"use @server.{kind}() with parentheses")
 
@@ -112,7 +121,8 @@ class Server:
         """Call ``listener(server, kinds)`` after definitions of those kinds change."""
         self._listeners.append(listener)
 
-    def _changed(self, kind: str) -> None:
+    def _changed(self, label: str) -> None:
+        kind = _KINDS[label]
         self._generation += 1
         self._catalog = None
         for listener in list(self._listeners):

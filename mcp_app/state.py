@@ -34,17 +34,22 @@ def params_digest(params: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
 
-def _target(method: str, params: Mapping[str, Any]) -> str:
-    return f"{method}:{params.get('uri') if method == 'resources/read' else params.get('name')}"
+def _target(server: str, method: str, params: Mapping[str, Any]) -> str:
+    name = params.get("uri") if method == "resources/read" else params.get("name")
+    return f"{server}:{method}:{name}"
 
 
-def sign(state: Any, *, method: str, params: Mapping[str, Any], caller: str) -> str:
+def sign(
+    state: Any, *, method: str, params: Mapping[str, Any], caller: str, server: str = "default"
+) -> str:
     """Sign ``state`` for a retry of this method, with these params, by this caller."""
-    payload = {"s": state, "t": _target(method, params), "d": params_digest(params), "c": caller}
+    payload = {"s": state, "t": _target(server, method, params), "d": params_digest(params), "c": caller}
     return signing.dumps(payload, key=conf.REQUEST_STATE_KEY, salt=SALT, compress=True)
 
 
-def verify(token: Any, *, method: str, params: Mapping[str, Any], caller: str) -> Any:
+def verify(
+    token: Any, *, method: str, params: Mapping[str, Any], caller: str, server: str = "default"
+) -> Any:
     """Check a ``requestState`` echoed by the client and return the handler's state.
 
     Raises:
@@ -70,7 +75,7 @@ def verify(token: Any, *, method: str, params: Mapping[str, Any], caller: str) -
         raise InvalidParams("Invalid requestState: the signature does not verify") from exc
     if not isinstance(payload, dict):
         raise InvalidParams("Invalid requestState: the signature does not verify")
-    if payload.get("t") != _target(method, params):
+    if payload.get("t") != _target(server, method, params):
         raise InvalidParams("Invalid requestState: it was issued for another request target")
     if payload.get("d") != params_digest(params):
         raise InvalidParams("Invalid requestState: it was issued for other arguments")

@@ -123,3 +123,22 @@ def modern_request(
 
 def dumps(body: Any) -> str:
     return json.dumps(body)
+
+
+def stream_bytes(response: Any) -> bytes:
+    """All of a streaming response's body, whether its iterator is sync or async."""
+    content = response.streaming_content
+    if hasattr(content, "__aiter__"):
+        from asgiref.sync import async_to_sync
+
+        async def collect() -> bytes:
+            return b"".join([chunk async for chunk in content])
+
+        return async_to_sync(collect)()
+    return b"".join(content)
+
+
+def sse_messages(response: Any) -> list[dict[str, Any]]:
+    """The JSON-RPC messages of an event-stream response, in order."""
+    text = stream_bytes(response).decode()
+    return [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: {")]

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from django.test import Client, override_settings
 
-from tests.conftest import MODERN, modern_request
+from tests.conftest import MODERN, modern_request, sse_messages
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -184,8 +184,7 @@ def test_progress_streams_events(client: Client) -> None:
     response = post(client, body, headers)
     assert response["Content-Type"] == "text/event-stream"
     assert response["X-Accel-Buffering"] == "no"
-    payload = b"".join(response.streaming_content).decode()
-    messages = [json.loads(line[6:]) for line in payload.splitlines() if line.startswith("data: ")]
+    messages = sse_messages(response)
     progress = [m["params"]["progress"] for m in messages if m.get("method") == "notifications/progress"]
     assert progress == [0, 50, 100]
     assert messages[-1]["id"] == 1 and messages[-1]["result"]["resultType"] == "complete"

@@ -56,7 +56,8 @@ def header_value(raw: str) -> str:
         HeaderMismatch: the value has invalid characters or bad base64.
     """
     value = raw.strip(" \t")
-    if value.startswith("=?base64?"):
+    # Only a complete wrapper is an encoding; anything else is the literal value.
+    if value.startswith("=?base64?") and value.endswith("?=") and len(value) >= 11:
         match = _BASE64_RE.match(value)
         if not match or len(match.group(1)) % 4:
             raise HeaderMismatch(f"Malformed base64 header value: {value!r}")

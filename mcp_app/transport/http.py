@@ -26,6 +26,7 @@ from ..protocol.jsonrpc import (
     ProtocolError,
 )
 from ..registry import Catalog
+from .legacy import LegacyEndpoint, SessionStream, is_legacy
 from .listen import Listen
 
 if TYPE_CHECKING:
@@ -59,7 +60,7 @@ class Reply:
     body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
     call: Call | None = None
-    listen: Listen | None = None
+    listen: Listen | SessionStream | None = None
 
 
 class Call:
@@ -104,6 +105,7 @@ class Endpoint:
     def __init__(self, server: Server) -> None:
         self.server = server
         self.engine: Engine = server.engine
+        self.legacy = LegacyEndpoint(self)
 
     # -- entry ---------------------------------------------------------------------------
 
@@ -111,6 +113,10 @@ class Endpoint:
         """Answer one HTTP request; never raises for anything the client sent."""
         if not self.origin_allowed(incoming):
             return error_reply(None, InvalidRequest("Origin not allowed"), 403)
+        if incoming.method in ("GET", "DELETE") and incoming.headers.get("mcp-session-id"):
+            if incoming.method == "GET":
+                return self.legacy.get(incoming)
+            return self.legacy.delete(incoming)
         if incoming.method != "POST":
             return Reply(
                 405,
@@ -127,8 +133,8 @@ class Endpoint:
             message = json.loads(incoming.body)
         except (ValueError, UnicodeDecodeError):
             return error_reply(None, ParseError("Parse error: the body is not valid JSON"))
-        if isinstance(message, list):
-            return error_reply(None, InvalidRequest("Batches are not accepted on this revision"))
+        if is_legacy(message, incoming.headers):
+            return self.legacy.post(message, incoming)
         return self.modern(message, incoming)
 
     def origin_allowed(self, incoming: Incoming) -> bool:
@@ -248,6 +254,7 @@ class Endpoint:
                 method=req.method,
                 params=req.params,
                 caller=request_state.caller_id(ctx.user),
+                server=self.server.name,
             )
 
     def input_required(self, req: modern.ModernRequest, ctx: RequestContext, outcome: InputRequired) -> JSON:
@@ -262,6 +269,7 @@ class Endpoint:
             method=req.method,
             params=req.params,
             caller=request_state.caller_id(ctx.user),
+            server=self.server.name,
         )
         result["_meta"] = {versions.META_SERVER_INFO: self.server.options.server_info}
         return result

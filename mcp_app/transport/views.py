@@ -19,6 +19,7 @@ from ..delivery import backend
 from ..protocol import jsonrpc
 from . import sse
 from .http import Call, Incoming, Reply
+from .legacy import SessionStream
 from .listen import Listen
 
 if TYPE_CHECKING:
@@ -134,7 +135,7 @@ async def _stream_async(call: Call) -> HttpResponse:
     return StreamingHttpResponse(body(), headers=sse.HEADERS)
 
 
-def _listen_async(listen: Listen) -> HttpResponse:
+def _listen_async(listen: Listen | SessionStream) -> HttpResponse:
     loop = asyncio.get_running_loop()
     events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
 
@@ -144,7 +145,8 @@ def _listen_async(listen: Listen) -> HttpResponse:
     async def body() -> AsyncIterator[bytes]:
         unsubscribe = backend().subscribe(listen.channels, sink)
         try:
-            yield sse.event(listen.acknowledgement())
+            first = listen.acknowledgement()
+            yield sse.event(first) if first is not None else sse.comment("stream open")
             while True:
                 try:
                     channel, message = await asyncio.wait_for(events.get(), conf.KEEPALIVE_SECONDS)
@@ -159,13 +161,14 @@ def _listen_async(listen: Listen) -> HttpResponse:
     return StreamingHttpResponse(body(), headers=sse.HEADERS)
 
 
-def _listen_sync(listen: Listen) -> HttpResponse:
+def _listen_sync(listen: Listen | SessionStream) -> HttpResponse:
     events: queue.Queue[tuple[str, Any]] = queue.Queue()
 
     def body() -> Iterator[bytes]:
         unsubscribe = backend().subscribe(listen.channels, lambda c, m: events.put((c, m)))
         try:
-            yield sse.event(listen.acknowledgement())
+            first = listen.acknowledgement()
+            yield sse.event(first) if first is not None else sse.comment("stream open")
             while True:
                 try:
                     channel, message = events.get(timeout=conf.KEEPALIVE_SECONDS)

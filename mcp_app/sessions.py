@@ -1,0 +1,153 @@
+"""Initialize-era session stores: the database by default, or Django's cache framework."""
+
+from __future__ import annotations
+
+import functools
+import secrets
+from dataclasses import asdict, dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from django.utils import timezone
+
+from .conf import conf
+
+JSON = dict[str, Any]
+
+
+@dataclass
+class SessionData:
+    """What the server remembers of one initialize-era session."""
+
+    id: str
+    server: str
+    protocol_version: str
+    client_info: JSON = field(default_factory=dict)
+    capabilities: JSON = field(default_factory=dict)
+    log_level: str = ""
+    subscriptions: list[str] = field(default_factory=list)
+    caller: str = "anonymous"
+    initialized: bool = False
+
+
+def new_session_id() -> str:
+    """256 random bits as URL-safe text: visible ASCII only, as the transport requires."""
+    return secrets.token_urlsafe(32)
+
+
+class SessionStore:
+    """Where sessions live so that every worker process finds them."""
+
+    def create(self, data: SessionData) -> None:
+        raise NotImplementedError
+
+    def get(self, session_id: str) -> SessionData | None:
+        """The live session, its idle clock restarted; ``None`` if unknown, ended or expired."""
+        raise NotImplementedError
+
+    def update(self, session_id: str, **changes: Any) -> None:
+        raise NotImplementedError
+
+    def end(self, session_id: str) -> bool:
+        """End the session; whether it existed."""
+        raise NotImplementedError
+
+    def clean(self) -> int:
+        """Remove expired sessions; how many went."""
+        return 0
+
+
+class DatabaseSessionStore(SessionStore):
+    """Sessions as rows of ``mcp_app.Session``."""
+
+    def _idle_cutoff(self) -> Any:
+        return timezone.now() - timedelta(seconds=conf.SESSION_IDLE_SECONDS)
+
+    def create(self, data: SessionData) -> None:
+        from .models import Session
+
+        Session.objects.create(last_seen=timezone.now(), **asdict(data))
+
+    def get(self, session_id: str) -> SessionData | None:
+        from .models import Session
+
+        now = timezone.now()
+        row = Session.objects.filter(pk=session_id, last_seen__gte=self._idle_cutoff()).first()
+        if row is None:
+            return None
+        if (now - row.last_seen).total_seconds() > 1:
+            # Restarting the idle clock at most once a second keeps busy sessions cheap.
+            Session.objects.filter(pk=session_id).update(last_seen=now)
+        return SessionData(
+            id=row.id,
+            server=row.server,
+            protocol_version=row.protocol_version,
+            client_info=row.client_info,
+            capabilities=row.capabilities,
+            log_level=row.log_level,
+            subscriptions=list(row.subscriptions),
+            caller=row.caller,
+            initialized=row.initialized,
+        )
+
+    def update(self, session_id: str, **changes: Any) -> None:
+        from .models import Session
+
+        Session.objects.filter(pk=session_id).update(**changes)
+
+    def end(self, session_id: str) -> bool:
+        from .models import Session, StreamEvent
+
+        StreamEvent.objects.filter(session_id=session_id).delete()
+        return Session.objects.filter(pk=session_id).delete()[0] > 0
+
+    def clean(self) -> int:
+        from .models import Session, StreamEvent
+
+        dead = Session.objects.filter(last_seen__lt=self._idle_cutoff())
+        ids = list(dead.values_list("pk", flat=True))
+        StreamEvent.objects.filter(session_id__in=ids).delete()
+        return Session.objects.filter(pk__in=ids).delete()[0]
+
+
+class CacheSessionStore(SessionStore):
+    """Sessions in a Django cache (``MCP_APP["SESSION_CACHE"]``), expiring on their own."""
+
+    prefix = "mcp_app:session:"
+
+    @property
+    def cache(self) -> Any:
+        from django.core.cache import caches
+
+        return caches[conf.SESSION_CACHE]
+
+    def create(self, data: SessionData) -> None:
+        self.cache.set(self.prefix + data.id, asdict(data), conf.SESSION_IDLE_SECONDS)
+
+    def get(self, session_id: str) -> SessionData | None:
+        found = self.cache.get(self.prefix + session_id)
+        if found is None:
+            return None
+        self.cache.touch(self.prefix + session_id, conf.SESSION_IDLE_SECONDS)
+        return SessionData(**found)
+
+    def update(self, session_id: str, **changes: Any) -> None:
+        found = self.cache.get(self.prefix + session_id)
+        if found is not None:
+            found.update(changes)
+            self.cache.set(self.prefix + session_id, found, conf.SESSION_IDLE_SECONDS)
+
+    def end(self, session_id: str) -> bool:
+        return bool(self.cache.delete(self.prefix + session_id))
+
+
+def store() -> SessionStore:
+    """The configured store (``MCP_APP["SESSION_STORE"]``)."""
+    return _load(conf.SESSION_STORE)
+
+
+@functools.lru_cache(maxsize=None)
+def _load(path: str) -> SessionStore:
+    from django.utils.module_loading import import_string
+
+    return import_string(path)()  # type: ignore[no-any-return]

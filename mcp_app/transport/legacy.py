@@ -1,0 +1,393 @@
+"""Initialize-era sessions on the same endpoint: handshake, session methods, streams and input loops."""
+
+from __future__ import annotations
+
+import queue
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from .. import sessions
+from ..conf import conf
+from ..delivery import backend
+from ..input import InputRequired
+from ..protocol import jsonrpc, legacy, versions
+from ..protocol.context import RequestContext
+from ..protocol.engine import Engine
+from ..protocol.jsonrpc import (
+    InternalError,
+    InvalidParams,
+    InvalidRequest,
+    MethodNotFound,
+    ProtocolError,
+    ResourceNotFound,
+)
+from ..registry import Catalog
+from ..state import caller_id
+from .listen import LISTS, KIND_TO_FILTER
+
+if TYPE_CHECKING:
+    from .http import Endpoint, Incoming, Reply
+
+JSON = dict[str, Any]
+MAX_ROUNDS = 25
+
+
+def is_legacy(message: Any, headers: Any) -> bool:
+    """Tell the eras apart: a session, a batch, or a bare ``initialize`` is the initialize era.
+
+    A request carrying the stateless revision's ``_meta`` is served statelessly unless it
+    names a session.
+    """
+    if headers.get("mcp-session-id"):
+        return True
+    if isinstance(message, list):
+        return True
+    if not isinstance(message, dict):
+        return False
+    params = message.get("params")
+    if isinstance(params, dict) and isinstance(params.get("_meta"), dict):
+        if versions.META_PROTOCOL_VERSION in params["_meta"]:
+            return False
+    header = (headers.get("mcp-protocol-version") or "").strip()
+    if header in versions.LEGACY or message.get("method") == "initialize":
+        return True
+    return not header
+
+
+def _error(request_id: Any, exc: ProtocolError) -> JSON:
+    if isinstance(exc, ResourceNotFound):
+        exc.code = jsonrpc.RESOURCE_NOT_FOUND
+    return jsonrpc.error_response(request_id, exc)
+
+
+class SessionStream:
+    """A session's GET stream: list changes and updates of the resources it subscribed to."""
+
+    def __init__(self, endpoint: LegacyEndpoint, session: sessions.SessionData) -> None:
+        self.server = endpoint.server
+        self.session = session
+        self.subscriptions = set(session.subscriptions)
+
+    @property
+    def channels(self) -> list[str]:
+        return [
+            self.server.channel("lists"),
+            self.server.channel("updated"),
+            self.server.channel(f"outbox:{self.session.id}"),
+        ]
+
+    def acknowledgement(self) -> JSON | None:
+        return None
+
+    def notifications(self, channel: str, message: JSON) -> list[JSON]:
+        if channel == self.server.channel("lists"):
+            keys = {KIND_TO_FILTER.get(kind) for kind in message.get("kinds", ())}
+            return [jsonrpc.notification(method) for key, _, method in LISTS if key in keys]
+        if channel == self.server.channel("updated"):
+            if message.get("uri") in self.subscriptions:
+                return [jsonrpc.notification("notifications/resources/updated", {"uri": message["uri"]})]
+            return []
+        if "subscriptions" in message:
+            self.subscriptions = set(message["subscriptions"])
+            return []
+        return [message["send"]] if "send" in message else []
+
+
+class LegacyEndpoint:
+    """Serves initialize-era clients through the endpoint's engine and catalog."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.endpoint = endpoint
+        self.server = endpoint.server
+        self.engine: Engine = endpoint.engine
+
+    # -- entry ---------------------------------------------------------------------------
+
+    def post(self, message: Any, incoming: Incoming) -> Reply:
+        from .http import Reply, error_reply
+
+        if isinstance(message, dict) and message.get("method") == "initialize":
+            if jsonrpc.classify(message) != "request":
+                return error_reply(None, InvalidRequest("initialize must be a request with an id"), 400)
+            return self.initialize(message, incoming)
+        session, refused = self.session(incoming)
+        if session is None:
+            return refused  # type: ignore[return-value]
+        if isinstance(message, list):
+            return self.batch(message, session, incoming)
+        kind = jsonrpc.classify(message)
+        if kind == "invalid":
+            rid = message.get("id") if isinstance(message, dict) else None
+            return error_reply(
+                rid if jsonrpc.valid_id(rid) else None,
+                InvalidRequest("Invalid Request: not a JSON-RPC 2.0 message"),
+                400,
+            )
+        if kind == "notification":
+            self.notification(message, session)
+            return Reply(202)
+        if kind == "response":
+            backend().publish(self.server.channel(f"session:{session.id}"), message)
+            return Reply(202)
+        return self.request(message, session, incoming)
+
+    def session(self, incoming: Incoming) -> tuple[sessions.SessionData | None, Reply | None]:
+        """The request's live session, or the reply refusing it (400 without one, 404 unknown)."""
+        from .http import error_reply
+
+        session_id = (incoming.headers.get("mcp-session-id") or "").strip()
+        if not session_id:
+            return None, error_reply(None, InvalidRequest("Missing Mcp-Session-Id header"), 400)
+        version = (incoming.headers.get("mcp-protocol-version") or versions.LEGACY_DEFAULT).strip()
+        if version not in versions.LEGACY:
+            return None, error_reply(
+                None, InvalidRequest(f"Unsupported MCP-Protocol-Version: {version}"), 400
+            )
+        session = sessions.store().get(session_id)
+        if session is None or session.server != self.server.name:
+            return None, error_reply(None, InvalidRequest("Session not found"), 404)
+        return session, None
+
+    def get(self, incoming: Incoming) -> Reply:
+        from .http import Reply, error_reply
+
+        session, refused = self.session(incoming)
+        if session is None:
+            return refused  # type: ignore[return-value]
+        accept = incoming.headers.get("accept", "")
+        if "text/event-stream" not in accept and "*/*" not in accept:
+            return error_reply(None, InvalidRequest("GET streams need Accept: text/event-stream"), 406)
+        return Reply(200, listen=SessionStream(self, session))
+
+    def delete(self, incoming: Incoming) -> Reply:
+        from .http import Reply
+
+        session, refused = self.session(incoming)
+        if session is None:
+            return refused  # type: ignore[return-value]
+        sessions.store().end(session.id)
+        return Reply(200)
+
+    # -- messages ------------------------------------------------------------------------
+
+    def initialize(self, message: JSON, incoming: Incoming) -> Reply:
+        from .http import Reply
+
+        params = message.get("params") or {}
+        capabilities = params.get("capabilities")
+        client_info = params.get("clientInfo")
+        if not isinstance(capabilities, dict) or not isinstance(client_info, dict):
+            return Reply(
+                200,
+                _error(message["id"], InvalidParams("initialize needs 'capabilities' and 'clientInfo' objects")),
+            )
+        version = legacy.negotiate(params.get("protocolVersion"))
+        data = sessions.SessionData(
+            id=sessions.new_session_id(),
+            server=self.server.name,
+            protocol_version=version,
+            client_info=client_info,
+            capabilities=capabilities,
+            caller=caller_id(incoming.user),
+        )
+        sessions.store().create(data)
+        options = self.server.options
+        result: JSON = {
+            "protocolVersion": version,
+            "capabilities": legacy.capabilities_for(version, options.capabilities(self.server.catalog())),
+            "serverInfo": legacy.server_info_for(version, options.server_info),
+        }
+        if options.instructions:
+            result["instructions"] = options.instructions
+        return Reply(
+            200, jsonrpc.result_response(message["id"], result), headers={"Mcp-Session-Id": data.id}
+        )
+
+    def notification(self, message: JSON, session: sessions.SessionData) -> None:
+        method = message["method"]
+        params = message.get("params") or {}
+        if method == "notifications/initialized":
+            sessions.store().update(session.id, initialized=True)
+        elif method == "notifications/cancelled" and "requestId" in params:
+            backend().publish(
+                self.server.channel(f"session:{session.id}"), {"cancel": params["requestId"]}
+            )
+
+    def request(self, message: JSON, session: sessions.SessionData, incoming: Incoming) -> Reply:
+        from .http import Call, Reply
+
+        request_id, method = message["id"], message["method"]
+        params = message.get("params") or {}
+        try:
+            simple = self.session_method(method, params, session)
+        except ProtocolError as exc:
+            return Reply(200, _error(request_id, exc))
+        if simple is not None:
+            return Reply(200, jsonrpc.result_response(request_id, simple))
+        if not self.engine.knows(method):
+            return Reply(200, _error(request_id, MethodNotFound(f"Method not found: {method}")))
+        meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+        ctx = RequestContext(
+            method=method,
+            params=params,
+            protocol_version=session.protocol_version,
+            client_capabilities=session.capabilities,
+            client_info=session.client_info,
+            user=incoming.user,
+            request=incoming.request,
+            server=self.server,
+            session=session,
+            log_level=session.log_level or "debug",
+            progress_token=meta.get("progressToken"),
+        )
+        catalog = self.server.catalog()
+
+        def run(ctx: RequestContext) -> tuple[int, JSON]:
+            return 200, self.call(request_id, method, params, ctx, catalog, session)
+
+        return Reply(200, call=Call(run, ctx, request_id))
+
+    def session_method(self, method: str, params: JSON, session: sessions.SessionData) -> JSON | None:
+        """Serve the methods that only touch the session; ``None`` for anything else."""
+        if method == "ping":
+            return {}
+        if method == "initialize":
+            raise InvalidRequest("The session is already initialized")
+        if method == "logging/setLevel":
+            level = params.get("level")
+            if level not in versions.LOG_LEVELS:
+                raise InvalidParams(f"Unknown log level {level!r}")
+            sessions.store().update(session.id, log_level=level)
+            return {}
+        if method in ("resources/subscribe", "resources/unsubscribe"):
+            uri = params.get("uri")
+            if not isinstance(uri, str) or not uri:
+                raise InvalidParams(f"{method} needs a 'uri' (a string)")
+            subscribed = [u for u in session.subscriptions if u != uri]
+            if method == "resources/subscribe":
+                subscribed.append(uri)
+            sessions.store().update(session.id, subscriptions=subscribed)
+            backend().publish(
+                self.server.channel(f"outbox:{session.id}"), {"subscriptions": subscribed}
+            )
+            return {}
+        return None
+
+    def batch(self, messages: list[Any], session: sessions.SessionData, incoming: Incoming) -> Reply:
+        """2025-03-26 batches: each message in turn, the responses as an array."""
+        from .http import Reply, error_reply
+
+        if session.protocol_version != "2025-03-26":
+            return error_reply(None, InvalidRequest("Batches are accepted only on 2025-03-26"), 400)
+        if not messages:
+            return error_reply(None, InvalidRequest("Empty batch"), 400)
+        answers: list[JSON] = []
+        for message in messages:
+            if isinstance(message, dict) and message.get("method") == "initialize":
+                answers.append(_error(message.get("id"), InvalidRequest("initialize cannot be batched")))
+                continue
+            reply = self.post(message, incoming) if not isinstance(message, list) else None
+            if reply is None:
+                answers.append(_error(None, InvalidRequest("Nested batch")))
+            elif reply.call is not None:
+                status, final = reply.call.run(lambda m: None)
+                answers.append(final)
+            elif reply.body is not None:
+                answers.append(reply.body)
+        return Reply(200, answers) if answers else Reply(202)
+
+    # -- a call, with its input loop -----------------------------------------------------
+
+    def call(
+        self,
+        request_id: Any,
+        method: str,
+        params: JSON,
+        ctx: RequestContext,
+        catalog: Catalog,
+        session: sessions.SessionData,
+    ) -> JSON:
+        """Run a request to its final message, asking the client itself for any input."""
+        inbox: queue.Queue[JSON] = queue.Queue()
+
+        def sink(channel: str, message: JSON) -> None:
+            if message.get("cancel") == request_id:
+                ctx.cancelled.set()
+                inbox.put({})
+            elif "id" in message:
+                inbox.put(message)
+
+        unsubscribe = backend().subscribe([self.server.channel(f"session:{session.id}")], sink)
+        try:
+            for _ in range(MAX_ROUNDS):
+                outcome = self.endpoint.dispatch(method, params, ctx, catalog)
+                if not isinstance(outcome, InputRequired):
+                    return jsonrpc.result_response(request_id, outcome)
+                failure = self.ask(outcome, ctx, session, inbox)
+                if failure is not None:
+                    return self.failed(request_id, method, failure)
+            return self.failed(request_id, method, f"Gave up after {MAX_ROUNDS} rounds of input")
+        except ProtocolError as exc:
+            return _error(request_id, exc)
+        except Exception as exc:
+            self.endpoint.report(exc, ctx)
+            return _error(request_id, InternalError("Internal error"))
+        finally:
+            unsubscribe()
+
+    def ask(
+        self,
+        outcome: InputRequired,
+        ctx: RequestContext,
+        session: sessions.SessionData,
+        inbox: queue.Queue[JSON],
+    ) -> str | None:
+        """Send the input requests to the client and wait for every answer; a failure's text."""
+        missing = outcome.required_capabilities(session.capabilities)
+        if missing:
+            names = ", ".join(sorted(missing))
+            return f"The client does not support {names}, which this request needs"
+        pending: dict[str, str] = {}
+        for key, request in outcome.requests.items():
+            request_id = f"{ctx.method}-{uuid.uuid4().hex[:16]}"
+            pending[request_id] = key
+            ctx.emit(jsonrpc.request(request_id, request["method"], self.wire_params(request, session)))
+        answers: JSON = {}
+        deadline = time.monotonic() + conf.INPUT_TIMEOUT_SECONDS
+        while pending:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return "The client did not answer in time"
+            try:
+                reply = inbox.get(timeout=remaining)
+            except queue.Empty:
+                return "The client did not answer in time"
+            if ctx.is_cancelled:
+                return "The request was cancelled"
+            key = pending.pop(str(reply.get("id")), None)
+            if key is None:
+                continue
+            if "error" in reply:
+                error = reply.get("error") or {}
+                return f"The client refused the request: {error.get('message', 'error')}"
+            answers[key] = reply.get("result")
+        ctx.input_responses = answers
+        ctx.state = outcome.state
+        return None
+
+    def wire_params(self, request: JSON, session: sessions.SessionData) -> JSON:
+        """An input request's params as this session's revision spells them."""
+        params = dict(request.get("params") or {})
+        if request["method"] == "elicitation/create":
+            if session.protocol_version < "2025-11-25":
+                params.pop("mode", None)
+            elif params.get("mode") == "url":
+                params.setdefault("elicitationId", uuid.uuid4().hex)
+        return params
+
+    def failed(self, request_id: Any, method: str, text: str) -> JSON:
+        if method == "tools/call":
+            result = {"content": [{"type": "text", "text": text}], "isError": True}
+            return jsonrpc.result_response(request_id, result)
+        return jsonrpc.error_response(request_id, InternalError(text))
