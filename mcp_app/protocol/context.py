@@ -63,6 +63,8 @@ class RequestContext:
         self.cancelled = threading.Event()
         self._run_async = run_async
         self._last_progress: float | None = None
+        #: Set by transports that can end the response early while the request goes on.
+        self.close_hook: Callable[[], None] | None = None
 
     @property
     def era(self) -> str:
@@ -112,6 +114,15 @@ class RequestContext:
         if logger is not None:
             params["logger"] = logger
         self.emit(jsonrpc.notification("notifications/message", params))
+
+    def close_stream(self) -> None:
+        """Let go of the client's connection now; the client resumes the stream later.
+
+        On initialize-era sessions (2025-11-25 polling) the response stream ends here and the
+        client reconnects with ``Last-Event-ID`` to get the rest. Elsewhere it does nothing.
+        """
+        if self.close_hook is not None:
+            self.close_hook()
 
     def run_async(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
         """Run an async handler to completion from the engine's (synchronous) thread."""

@@ -13,6 +13,7 @@ from django.db import transaction
 
 from .. import state as request_state
 from ..conf import conf
+from ..events import StreamLog
 from ..input import InputRequired
 from ..protocol import jsonrpc, modern, versions
 from ..protocol.context import RequestContext
@@ -26,7 +27,9 @@ from ..protocol.jsonrpc import (
     ProtocolError,
 )
 from ..registry import Catalog
-from .legacy import LegacyEndpoint, SessionStream, is_legacy
+from . import sse
+from .sse import Event
+from .legacy import LegacyEndpoint, Resume, SessionStream, is_legacy
 from .listen import Listen
 
 if TYPE_CHECKING:
@@ -60,15 +63,17 @@ class Reply:
     body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
     call: Call | None = None
-    listen: Listen | SessionStream | None = None
+    listen: Listen | SessionStream | Resume | None = None
 
 
 class Call:
     """A request whose notifications may stream before its final message.
 
-    ``run(emit)`` returns ``(status, final_message)``; everything ``emit`` receives before it
+    ``run(emit)`` returns ``(status, final_event)``; every ``Event`` that ``emit`` receives
     goes out first. The view decides from the first thing produced whether to answer with
-    plain JSON (nothing was emitted) or with an event stream.
+    plain JSON (nothing was emitted) or with an event stream. With a ``log`` the stream is
+    resumable: its events are numbered and kept, and the handler may let go of the connection
+    (``context.close_stream()``) while it goes on.
     """
 
     def __init__(
@@ -76,14 +81,37 @@ class Call:
         run: Callable[[RequestContext], tuple[int, JSON]],
         ctx: RequestContext,
         request_id: Any = None,
+        log: StreamLog | None = None,
+        retry_ms: int | None = None,
     ) -> None:
         self._run = run
         self.ctx = ctx
         self.request_id = request_id
+        self.log = log
+        self.retry_ms = retry_ms
+        self.streaming = False
 
-    def run(self, emit: Emit) -> tuple[int, JSON]:
-        self.ctx.emit = emit
-        return self._run(self.ctx)
+    def event(self, message: JSON) -> Event:
+        self.streaming = True
+        return Event(message, self.log.append(message) if self.log is not None else None)
+
+    def run(self, emit: Callable[[Event], None]) -> tuple[int, Event]:
+        self.ctx.emit = lambda message: emit(self.event(message))
+        if self.log is not None:
+
+            def close() -> None:
+                self.streaming = True
+                emit(Event(close=True))
+
+            self.ctx.close_hook = close
+        status, final = self._run(self.ctx)
+        return status, self.event(final) if self.streaming else Event(final)
+
+    def priming(self) -> bytes | None:
+        """The first event of a resumable stream: an id to resume from, and the retry delay."""
+        if self.log is None or self.retry_ms is None:
+            return None
+        return sse.priming(self.log.priming_id(), self.retry_ms)
 
     def cancel(self) -> None:
         self.ctx.cancelled.set()

@@ -24,7 +24,9 @@ from ..protocol.jsonrpc import (
 )
 from ..registry import Catalog
 from ..state import caller_id
-from .listen import LISTS, KIND_TO_FILTER
+from ..events import StreamLog, events_after, parse_event_id
+from .listen import KIND_TO_FILTER, LISTS
+from .sse import Event
 
 if TYPE_CHECKING:
     from .http import Endpoint, Incoming, Reply
@@ -77,21 +79,60 @@ class SessionStream:
             self.server.channel(f"outbox:{self.session.id}"),
         ]
 
-    def acknowledgement(self) -> JSON | None:
-        return None
+    finished = False
 
-    def notifications(self, channel: str, message: JSON) -> list[JSON]:
+    def opening(self) -> list[Event]:
+        return []
+
+    def backlog(self) -> list[Event]:
+        return []
+
+    def notifications(self, channel: str, message: JSON) -> list[Event]:
         if channel == self.server.channel("lists"):
             keys = {KIND_TO_FILTER.get(kind) for kind in message.get("kinds", ())}
-            return [jsonrpc.notification(method) for key, _, method in LISTS if key in keys]
+            return [Event(jsonrpc.notification(method)) for key, _, method in LISTS if key in keys]
         if channel == self.server.channel("updated"):
-            if message.get("uri") in self.subscriptions:
-                return [jsonrpc.notification("notifications/resources/updated", {"uri": message["uri"]})]
+            uri = message.get("uri")
+            if uri in self.subscriptions:
+                return [Event(jsonrpc.notification("notifications/resources/updated", {"uri": uri}))]
             return []
         if "subscriptions" in message:
             self.subscriptions = set(message["subscriptions"])
             return []
-        return [message["send"]] if "send" in message else []
+        return [Event(message["send"])] if "send" in message else []
+
+
+class Resume:
+    """A GET with ``Last-Event-ID``: the rest of a request's stream, replayed then followed."""
+
+    def __init__(self, server: Any, session_id: str, stream: str, seq: int, request_id: Any) -> None:
+        self.server = server
+        self.session_id = session_id
+        self.stream = stream
+        self.seq = seq
+        self.finished = False
+
+    @property
+    def channels(self) -> list[str]:
+        return [self.server.channel(f"stream:{self.stream}")]
+
+    def opening(self) -> list[Event]:
+        return []
+
+    def _take(self, seq: int, message: JSON) -> list[Event]:
+        if seq <= self.seq or self.finished:
+            return []
+        self.seq = seq
+        if "id" in message and ("result" in message or "error" in message):
+            self.finished = True
+        return [Event(message, f"{self.stream}-{seq}")]
+
+    def backlog(self) -> list[Event]:
+        found = events_after(self.session_id, self.stream, self.seq) or []
+        return [event for seq, message in found for event in self._take(seq, message)]
+
+    def notifications(self, channel: str, message: JSON) -> list[Event]:
+        return self._take(int(message.get("seq", 0)), message.get("message") or {})
 
 
 class LegacyEndpoint:
@@ -158,6 +199,12 @@ class LegacyEndpoint:
         accept = incoming.headers.get("accept", "")
         if "text/event-stream" not in accept and "*/*" not in accept:
             return error_reply(None, InvalidRequest("GET streams need Accept: text/event-stream"), 406)
+        last = incoming.headers.get("last-event-id")
+        if last:
+            parsed = parse_event_id(last)
+            if parsed is None or events_after(session.id, *parsed) is None:
+                return error_reply(None, InvalidRequest("Unknown Last-Event-ID"), 400)
+            return Reply(200, listen=Resume(self.server, session.id, parsed[0], parsed[1], None))
         return Reply(200, listen=SessionStream(self, session))
 
     def delete(self, incoming: Incoming) -> Reply:
@@ -246,7 +293,9 @@ class LegacyEndpoint:
         def run(ctx: RequestContext) -> tuple[int, JSON]:
             return 200, self.call(request_id, method, params, ctx, catalog, session)
 
-        return Reply(200, call=Call(run, ctx, request_id))
+        log = StreamLog(self.server, session.id)
+        retry = conf.SSE_RETRY_MS if session.protocol_version >= "2025-11-25" else None
+        return Reply(200, call=Call(run, ctx, request_id, log=log, retry_ms=retry))
 
     def session_method(self, method: str, params: JSON, session: sessions.SessionData) -> JSON | None:
         """Serve the methods that only touch the session; ``None`` for anything else."""
@@ -291,8 +340,8 @@ class LegacyEndpoint:
             if reply is None:
                 answers.append(_error(None, InvalidRequest("Nested batch")))
             elif reply.call is not None:
-                status, final = reply.call.run(lambda m: None)
-                answers.append(final)
+                status, final = reply.call.run(lambda event: None)
+                answers.append(final.message or {})
             elif reply.body is not None:
                 answers.append(reply.body)
         return Reply(200, answers) if answers else Reply(202)

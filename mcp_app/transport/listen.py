@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..protocol import jsonrpc, versions
 from ..protocol.jsonrpc import InvalidParams
+from .sse import Event
 
 if TYPE_CHECKING:
     from ..server import Server
@@ -63,20 +64,26 @@ class Listen:
         body["_meta"] = {versions.META_SUBSCRIPTION_ID: self.request_id}
         return jsonrpc.notification(method, body)
 
-    def acknowledgement(self) -> JSON:
-        """The first message of the stream: the filter the server honours."""
-        return self._tagged("notifications/subscriptions/acknowledged", {"notifications": self.honoured})
+    finished = False
 
-    def notifications(self, channel: str, message: JSON) -> list[JSON]:
+    def opening(self) -> list[Event]:
+        """The first message of the stream: the filter the server honours."""
+        ack = self._tagged("notifications/subscriptions/acknowledged", {"notifications": self.honoured})
+        return [Event(ack)]
+
+    def backlog(self) -> list[Event]:
+        return []
+
+    def notifications(self, channel: str, message: JSON) -> list[Event]:
         """What a delivered message means for this stream (often nothing)."""
         if channel == self.server.channel("lists"):
             keys = {KIND_TO_FILTER.get(kind) for kind in message.get("kinds", ())}
             return [
-                self._tagged(method)
+                Event(self._tagged(method))
                 for key, _, method in LISTS
                 if key in keys and key in self.honoured
             ]
         uri = message.get("uri")
         if channel == self.server.channel("updated") and uri in self._uris:
-            return [self._tagged("notifications/resources/updated", {"uri": uri})]
+            return [Event(self._tagged("notifications/resources/updated", {"uri": uri}))]
         return []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 HEADERS = {
@@ -32,3 +33,15 @@ def priming(event_id: str, retry_ms: int | None = None) -> bytes:
 def comment(text: str = "keep-alive") -> bytes:
     """A comment line: ignored by clients, it keeps idle connections open."""
     return f": {text}\n\n".encode()
+
+
+@dataclass
+class Event:
+    """One thing a stream carries: a message (with its event id, if resumable), or the end."""
+
+    message: dict[str, Any] | None = None
+    id: str | None = None
+    close: bool = False
+
+    def encode(self) -> bytes:
+        return event(self.message, self.id)

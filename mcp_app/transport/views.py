@@ -6,7 +6,7 @@ import asyncio
 import queue
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from asgiref.sync import sync_to_async
 from django.core.exceptions import DisallowedHost
@@ -19,14 +19,28 @@ from ..delivery import backend
 from ..protocol import jsonrpc
 from . import sse
 from .http import Call, Incoming, Reply
-from .legacy import SessionStream
-from .listen import Listen
+from .sse import Event
 
 if TYPE_CHECKING:
     from ..server import Server
 
 _FINAL = "final"
 _EVENT = "event"
+
+
+class Stream(Protocol):
+    """A long-lived stream fed by the delivery backend (listen, GET, resumption)."""
+
+    finished: bool
+
+    @property
+    def channels(self) -> list[str]: ...
+
+    def opening(self) -> list[Event]: ...
+
+    def backlog(self) -> list[Event]: ...
+
+    def notifications(self, channel: str, message: dict[str, Any]) -> list[Event]: ...
 
 
 def incoming(request: HttpRequest) -> Incoming | None:
@@ -76,18 +90,37 @@ def _prepare(server: Server, request: HttpRequest) -> Reply | None:
         close_old_connections()
 
 
-def _run(call: Call, put: Any) -> None:
+def _run(call: Call, put: Callable[[tuple[str, Any]], None]) -> None:
+    """Run a call in this (worker) thread, passing what it produces to ``put``."""
     close_old_connections()
     try:
-        status, final = call.run(lambda message: put((_EVENT, message)))
+        status, final = call.run(lambda event: put((_EVENT, event)))
     except BaseException as exc:  # the endpoint answers errors itself; this is a last resort
         call.ctx.server.endpoint.report(exc, call.ctx)
-        status, final = 500, jsonrpc.error_response(
-            call.request_id, jsonrpc.InternalError("Internal error")
-        )
+        error = jsonrpc.error_response(call.request_id, jsonrpc.InternalError("Internal error"))
+        status, final = 500, Event(error)
     finally:
         close_old_connections()
     put((_FINAL, (status, final)))
+
+
+def _first_response(call: Call, kind: str, payload: Any) -> HttpResponse | None:
+    """Plain JSON when the call finished before producing anything else."""
+    if kind == _FINAL:
+        status, final = payload
+        return to_response(Reply(status, final.message))
+    return None
+
+
+def _encode(kind: str, payload: Any) -> tuple[bytes | None, bool]:
+    """The bytes for one produced item, and whether the HTTP stream ends after it."""
+    event: Event = payload[1] if kind == _FINAL else payload
+    if event.close:
+        return None, True
+    return event.encode(), kind == _FINAL
+
+
+# -- ASGI ---------------------------------------------------------------------------------
 
 
 def async_view(server: Server) -> Callable[..., Awaitable[HttpResponse]]:
@@ -99,88 +132,81 @@ def async_view(server: Server) -> Callable[..., Awaitable[HttpResponse]]:
         if reply is None:
             return host_refused()
         if reply.listen is not None:
-            return _listen_async(reply.listen)
+            return _stream_async_listen(reply.listen)
         if reply.call is None:
             return to_response(reply)
-        return await _stream_async(reply.call)
+        return await _stream_async_call(reply.call)
 
     return mcp_endpoint
 
 
-async def _stream_async(call: Call) -> HttpResponse:
+async def _stream_async_call(call: Call) -> HttpResponse:
     loop = asyncio.get_running_loop()
-    events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+    items: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
 
     def put(item: tuple[str, Any]) -> None:
-        loop.call_soon_threadsafe(events.put_nowait, item)
+        loop.call_soon_threadsafe(items.put_nowait, item)
 
     task = asyncio.ensure_future(sync_to_async(_run, thread_sensitive=False)(call, put))
-    kind, payload = await events.get()
-    if kind == _FINAL:
+    kind, payload = await items.get()
+    plain = _first_response(call, kind, payload)
+    if plain is not None:
         await task
-        return to_response(Reply(*payload))
+        return plain
 
     async def body() -> AsyncIterator[bytes]:
+        released = False
         try:
-            yield sse.event(payload)
+            priming = call.priming()
+            if priming is not None:
+                yield priming
+            item = (kind, payload)
             while True:
-                kind, item = await events.get()
-                yield sse.event(item[1] if kind == _FINAL else item)
-                if kind == _FINAL:
+                data, end = _encode(*item)
+                if data is not None:
+                    yield data
+                if end:
+                    released = data is None
                     return
+                item = await items.get()
         finally:
-            # The client went away, or the stream ended: either way the handler stops.
-            call.cancel()
+            # A client that went away cancels the call; one the server let go of does not.
+            if not released:
+                call.cancel()
 
     return StreamingHttpResponse(body(), headers=sse.HEADERS)
 
 
-def _listen_async(listen: Listen | SessionStream) -> HttpResponse:
+def _stream_async_listen(stream: Stream) -> HttpResponse:
     loop = asyncio.get_running_loop()
-    events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+    items: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
 
     def sink(channel: str, message: dict[str, Any]) -> None:
-        loop.call_soon_threadsafe(events.put_nowait, (channel, message))
+        loop.call_soon_threadsafe(items.put_nowait, (channel, message))
 
     async def body() -> AsyncIterator[bytes]:
-        unsubscribe = backend().subscribe(listen.channels, sink)
+        unsubscribe = backend().subscribe(stream.channels, sink)
         try:
-            first = listen.acknowledgement()
-            yield sse.event(first) if first is not None else sse.comment("stream open")
-            while True:
+            opening = stream.opening() + await sync_to_async(stream.backlog)()
+            if not opening:
+                yield sse.comment("stream open")
+            for event in opening:
+                yield event.encode()
+            while not stream.finished:
                 try:
-                    channel, message = await asyncio.wait_for(events.get(), conf.KEEPALIVE_SECONDS)
+                    channel, message = await asyncio.wait_for(items.get(), conf.KEEPALIVE_SECONDS)
                 except TimeoutError:
                     yield sse.comment()
                     continue
-                for notification in listen.notifications(channel, message):
-                    yield sse.event(notification)
+                for event in stream.notifications(channel, message):
+                    yield event.encode()
         finally:
             unsubscribe()
 
     return StreamingHttpResponse(body(), headers=sse.HEADERS)
 
 
-def _listen_sync(listen: Listen | SessionStream) -> HttpResponse:
-    events: queue.Queue[tuple[str, Any]] = queue.Queue()
-
-    def body() -> Iterator[bytes]:
-        unsubscribe = backend().subscribe(listen.channels, lambda c, m: events.put((c, m)))
-        try:
-            first = listen.acknowledgement()
-            yield sse.event(first) if first is not None else sse.comment("stream open")
-            while True:
-                try:
-                    channel, message = events.get(timeout=conf.KEEPALIVE_SECONDS)
-                except queue.Empty:
-                    yield sse.comment()
-                    continue
-                for notification in listen.notifications(channel, message):
-                    yield sse.event(notification)
-        finally:
-            unsubscribe()
-
-    return StreamingHttpResponse(body(), headers=sse.HEADERS)
+# -- WSGI ---------------------------------------------------------------------------------
 
 
 def sync_view(server: Server) -> Callable[..., HttpResponse]:
@@ -193,27 +219,64 @@ def sync_view(server: Server) -> Callable[..., HttpResponse]:
             return host_refused()
         reply = server.endpoint.handle(data)
         if reply.listen is not None:
-            return _listen_sync(reply.listen)
+            return _stream_sync_listen(reply.listen)
         if reply.call is None:
             return to_response(reply)
-        call = reply.call
-        events: queue.Queue[tuple[str, Any]] = queue.Queue()
-        threading.Thread(target=_run, args=(call, events.put), daemon=True).start()
-        kind, payload = events.get()
-        if kind == _FINAL:
-            return to_response(Reply(*payload))
-
-        def body() -> Iterator[bytes]:
-            try:
-                yield sse.event(payload)
-                while True:
-                    kind, item = events.get()
-                    yield sse.event(item[1] if kind == _FINAL else item)
-                    if kind == _FINAL:
-                        return
-            finally:
-                call.cancel()
-
-        return StreamingHttpResponse(body(), headers=sse.HEADERS)
+        return _stream_sync_call(reply.call)
 
     return mcp_endpoint
+
+
+def _stream_sync_call(call: Call) -> HttpResponse:
+    items: queue.Queue[tuple[str, Any]] = queue.Queue()
+    threading.Thread(target=_run, args=(call, items.put), daemon=True).start()
+    kind, payload = items.get()
+    plain = _first_response(call, kind, payload)
+    if plain is not None:
+        return plain
+
+    def body() -> Iterator[bytes]:
+        released = False
+        try:
+            priming = call.priming()
+            if priming is not None:
+                yield priming
+            item = (kind, payload)
+            while True:
+                data, end = _encode(*item)
+                if data is not None:
+                    yield data
+                if end:
+                    released = data is None
+                    return
+                item = items.get()
+        finally:
+            if not released:
+                call.cancel()
+
+    return StreamingHttpResponse(body(), headers=sse.HEADERS)
+
+
+def _stream_sync_listen(stream: Stream) -> HttpResponse:
+    items: queue.Queue[tuple[str, Any]] = queue.Queue()
+
+    def body() -> Iterator[bytes]:
+        unsubscribe = backend().subscribe(stream.channels, lambda c, m: items.put((c, m)))
+        try:
+            opening = stream.opening() + stream.backlog()
+            if not opening:
+                yield sse.comment("stream open")
+            for event in opening:
+                yield event.encode()
+            while not stream.finished:
+                try:
+                    channel, message = items.get(timeout=conf.KEEPALIVE_SECONDS)
+                except queue.Empty:
+                    yield sse.comment()
+                    continue
+                for event in stream.notifications(channel, message):
+                    yield event.encode()
+        finally:
+            unsubscribe()
+
+    return StreamingHttpResponse(body(), headers=sse.HEADERS)

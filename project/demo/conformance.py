@@ -480,6 +480,7 @@ def _register_legacy_tools(server: Server) -> None:
         input_schema=NO_ARGUMENTS,
     )
     def reconnection(arguments: Arguments, context: RequestContext) -> Any:
+        context.close_stream()
         deadline = time.monotonic() + 0.3
         while time.monotonic() < deadline and not context.is_cancelled:
             time.sleep(0.02)
@@ -585,7 +586,9 @@ def _register_protocol_tools(server: Server) -> None:
 
 def _register_input_required_tools(server: Server) -> None:
     """SEP-2322 (multi round-trip requests): the ``input-required-result-*`` scenarios."""
-    ask_name = elicit("What is your name?", NAME_FORM)
+
+    def ask_name() -> JSON:
+        return elicit("What is your name?", NAME_FORM)
 
     @server.tool(
         name="test_input_required_result_elicitation",
@@ -599,7 +602,7 @@ def _register_input_required_tools(server: Server) -> None:
             return f"No name was given (the user chose {answer[0]})."
         name = _accepted(context.input_response("user_name"), "name")
         if name is None:
-            return input_required({"user_name": ask_name})
+            return input_required({"user_name": ask_name()})
         return f"Hello, {name}!"
 
     @server.tool(
@@ -649,7 +652,7 @@ def _register_input_required_tools(server: Server) -> None:
     def ir_multiple_inputs(arguments: Arguments, context: RequestContext) -> Any:
         fixture = "multiple_inputs"
         requests: JSON = {
-            "user_name": ask_name,
+            "user_name": ask_name(),
             "greeting": sample("Generate a greeting", 50),
             "client_roots": roots(),
         }
@@ -721,7 +724,7 @@ def _register_input_required_tools(server: Server) -> None:
         capabilities = context.client_capabilities
         wanted: JSON = {}
         if _can_elicit_form(capabilities):
-            wanted["user_name"] = ask_name
+            wanted["user_name"] = ask_name()
         if isinstance(capabilities.get("sampling"), Mapping):
             wanted["greeting"] = sample("Generate a greeting", 50)
         if isinstance(capabilities.get("roots"), Mapping):
