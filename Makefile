@@ -35,7 +35,14 @@ $(CONFORMANCE):
 	cd $(TOOLS)/conformance && npm init -y >/dev/null && \
 		npm install --no-audit --no-fund @modelcontextprotocol/conformance@$(CONFORMANCE_VERSION) >/dev/null
 
-conformance-tools: $(NODE) $(CONFORMANCE)
+TSCLIENT = $(TOOLS)/tsclient/node_modules/@modelcontextprotocol/sdk/package.json
+
+$(TSCLIENT):
+	mkdir -p $(TOOLS)/tsclient
+	cd $(TOOLS)/tsclient && npm init -y >/dev/null && \
+		npm install --no-audit --no-fund @modelcontextprotocol/sdk@1.32.2 >/dev/null
+
+conformance-tools: $(NODE) $(CONFORMANCE) $(TSCLIENT)
 
 test: install conformance-tools
 	$(BIN)/python -m pytest --cov --cov-report=term $(PYTEST_ARGS)

@@ -62,7 +62,7 @@ def _check_completers(kind: str, name: str, complete: Mapping[str, Completer], k
     for argument, fn in complete.items():
         if not callable(fn):
             raise DefinitionError(f"{kind} {name!r}: completion for {argument!r} is not callable")
-        if names and argument not in names:
+        if argument not in names:
             raise DefinitionError(
                 f"{kind} {name!r}: completion for unknown argument {argument!r} "
                 f"(known: {', '.join(sorted(names))})"

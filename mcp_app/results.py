@@ -73,8 +73,8 @@ def resource_contents(value: Any, uri: str, mime_type: str | None) -> list[JSON]
             entry = {"uri": uri, "blob": base64.b64encode(bytes(item)).decode("ascii")}
         elif isinstance(item, Mapping) and ("text" in item or "blob" in item):
             entry = {"uri": uri, **item}
-            if isinstance(entry.get("blob"), bytes):
-                entry["blob"] = base64.b64encode(entry["blob"]).decode("ascii")
+            if isinstance(entry.get("blob"), bytes | bytearray | memoryview):
+                entry["blob"] = base64.b64encode(bytes(entry["blob"])).decode("ascii")
         else:
             raise InternalError(
                 f"resource {uri} returned {type(item).__name__}; return str, bytes or content dicts"
@@ -135,7 +135,7 @@ def completion_result(value: Any, limit: int = 100) -> JSON:
         has_more = bool(value.get("hasMore", False))
     elif value is None:
         values, total, has_more = [], None, False
-    elif isinstance(value, list | tuple) or hasattr(value, "__iter__"):
+    elif not isinstance(value, str | bytes | Mapping) and hasattr(value, "__iter__"):
         values, total, has_more = list(value), None, False
     else:
         raise InternalError("a completer must return a list of strings or a dict with 'values'")

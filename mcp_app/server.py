@@ -205,12 +205,11 @@ class Server:
             meta=meta,
             permission=permission,
         )
-        if tool.output_schema is not None or tool.input_schema:
-            from .schema import check_schema
+        from .schema import check_schema
 
-            check_schema(tool.input_schema)
-            if tool.output_schema is not None:
-                check_schema(tool.output_schema)
+        check_schema(tool.input_schema)
+        if tool.output_schema is not None:
+            check_schema(tool.output_schema)
         return self._add(self._tools, "tool", tool.name, tool)  # type: ignore[no-any-return]
 
     def remove_tool(self, name: str) -> None:
@@ -398,7 +397,7 @@ class Server:
 
     @property
     def urls(self) -> tuple[list[Any], str, str]:
-        """URL patterns to ``include()``: the endpoint at the include's own path."""
+        """URL patterns for ``path("mcp", server.urls)``, as ``admin.site.urls`` is used."""
         from django.urls import re_path
 
         from .conf import conf

@@ -62,3 +62,42 @@ def test_unscored_2026_07_28(demo_server: DemoServer, tmp_path: Path, scenario: 
     result = run_suite(demo_server, tmp_path, "--scenario", scenario, "--spec-version", "2026-07-28")
     assert not failed_checks(tmp_path), "\n".join(failed_checks(tmp_path))
     assert result.returncode == 0, totals(result.stdout)
+
+
+def test_requirements_2025_11_25(demo_server: DemoServer, tmp_path: Path) -> None:
+    result = run_suite(demo_server, tmp_path, "--requirements", "2025-11-25")
+    assert result.returncode == 0, totals(result.stdout) + "\n" + "\n".join(failed_checks(tmp_path))
+    assert not failed_checks(tmp_path), "\n".join(failed_checks(tmp_path))
+
+
+@pytest.mark.parametrize(
+    "scenario", ["server-session-lifecycle", "json-schema-2020-12", "server-sse-polling"]
+)
+def test_unscored_2025_11_25(demo_server: DemoServer, tmp_path: Path, scenario: str) -> None:
+    result = run_suite(demo_server, tmp_path, "--scenario", scenario, "--spec-version", "2025-11-25")
+    checks = [
+        check
+        for path in tmp_path.glob("*/checks.json")
+        for check in json.loads(path.read_text())
+    ]
+    assert checks, "the scenario ran no checks"
+    bad = [c for c in checks if c["status"] in ("FAILURE", "WARNING")]
+    assert not bad, bad
+    assert result.returncode == 0, totals(result.stdout)
+
+
+def test_sse_polling_resumes(demo_server: DemoServer, tmp_path: Path) -> None:
+    run_suite(demo_server, tmp_path, "--scenario", "server-sse-polling", "--spec-version", "2025-11-25")
+    statuses = {
+        check["id"]: check["status"]
+        for path in tmp_path.glob("*/checks.json")
+        for check in json.loads(path.read_text())
+    }
+    assert statuses.get("server-sse-disconnect-resume") == "SUCCESS", statuses
+
+
+@pytest.mark.parametrize("version", ["2025-06-18", "2025-03-26"])
+def test_older_wires(demo_server: DemoServer, tmp_path: Path, version: str) -> None:
+    result = run_suite(demo_server, tmp_path, "--spec-version", version)
+    assert not failed_checks(tmp_path), "\n".join(failed_checks(tmp_path))
+    assert result.returncode == 0, totals(result.stdout)

@@ -12,7 +12,7 @@ from typing import Any
 
 from .. import results
 from ..input import InputRequired
-from ..registry import Catalog, PromptDef, TemplateDef, ToolDef
+from ..registry import Catalog, PromptDef, TemplateDef, ToolDef, _is_async
 from ..schema import JSONSchemaValidator, Validator, format_problems
 from . import versions
 from .context import RequestContext
@@ -263,7 +263,8 @@ class Engine:
             ctx.definition = template
             value = self._run(template.handler, template.is_async, ctx, variables)
             mime_type = template.mime_type
-        if value is None:
+        if value is None or (isinstance(value, list | tuple) and not value):
+            # No content means no resource: a read never answers an empty list.
             raise ResourceNotFound(uri)
         if isinstance(value, InputRequired):
             return value
@@ -276,7 +277,8 @@ class Engine:
         prompt = catalog.prompt_map.get(name)
         if prompt is None:
             raise InvalidParams(f"Unknown prompt: {name}", {"name": name})
-        arguments = params.get("arguments") or {}
+        arguments = params.get("arguments")
+        arguments = {} if arguments is None else arguments
         if not isinstance(arguments, dict) or not all(
             isinstance(v, str) for v in arguments.values()
         ):
@@ -301,7 +303,13 @@ class Engine:
         arg_name, value = argument.get("name"), argument.get("value", "")
         if not isinstance(arg_name, str) or not isinstance(value, str):
             raise InvalidParams("completion 'argument' needs a string 'name' and 'value'")
-        context_args = (params.get("context") or {}).get("arguments") or {}
+        context = params.get("context") or {}
+        context_args = context.get("arguments") if isinstance(context, dict) else None
+        context_args = {} if context_args is None else context_args
+        if not isinstance(context_args, dict) or not all(
+            isinstance(v, str) for v in context_args.values()
+        ):
+            raise InvalidParams("completion 'context.arguments' must be an object of strings")
         target: PromptDef | TemplateDef | None
         if ref.get("type") == "ref/prompt":
             target = catalog.prompt_map.get(str(ref.get("name")))
@@ -318,9 +326,7 @@ class Engine:
         if completer is None:
             return results.completion_result([])
         ctx.definition = target
-        from inspect import iscoroutinefunction
-
-        if iscoroutinefunction(completer):
+        if _is_async(completer):
             found = ctx.run_async(completer(value, context_args, ctx))
         else:
             found = completer(value, context_args, ctx)

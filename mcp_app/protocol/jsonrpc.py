@@ -173,6 +173,6 @@ def classify(message: Any) -> str:
         if "id" not in message:
             return "notification"
         return "request" if valid_id(message["id"]) else "invalid"
-    if "id" in message and ("result" in message or "error" in message):
+    if "id" in message and (("result" in message) != ("error" in message)):
         return "response"
     return "invalid"

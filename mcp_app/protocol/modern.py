@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from decimal import Decimal, InvalidOperation
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -58,14 +59,14 @@ def header_value(raw: str) -> str:
     value = raw.strip(" \t")
     # Only a complete wrapper is an encoding; anything else is the literal value.
     if value.startswith("=?base64?") and value.endswith("?=") and len(value) >= 11:
-        match = _BASE64_RE.match(value)
+        match = _BASE64_RE.fullmatch(value)
         if not match or len(match.group(1)) % 4:
             raise HeaderMismatch(f"Malformed base64 header value: {value!r}")
         try:
             return base64.b64decode(match.group(1), validate=True).decode("utf-8")
         except (binascii.Error, UnicodeDecodeError) as exc:
             raise HeaderMismatch(f"Malformed base64 header value: {value!r}") from exc
-    if not _VISIBLE.match(value):
+    if not _VISIBLE.fullmatch(value):
         raise HeaderMismatch("Header value has characters that must be base64-encoded")
     return value
 
@@ -73,11 +74,14 @@ def header_value(raw: str) -> str:
 def _same(header: str, value: Any) -> bool:
     if isinstance(value, bool):
         return header == ("true" if value else "false")
-    if isinstance(value, int | float):
-        try:
-            return float(header) == float(value)
-        except ValueError:
-            return False
+    try:
+        # Integers compare exactly; floats numerically.
+        if isinstance(value, int):
+            return Decimal(header) == value
+        if isinstance(value, float):
+            return float(header) == value
+    except (ValueError, OverflowError, InvalidOperation):
+        return False
     if isinstance(value, str):
         return header == value
     return False

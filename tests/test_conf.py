@@ -1,0 +1,116 @@
+"""Tests for mcp_app.conf: defaults and live reading of ``settings.MCP_APP``."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import override_settings
+
+from mcp_app.conf import DEFAULTS, conf
+
+
+@override_settings(MCP_APP={})
+def test_every_setting_has_its_default() -> None:
+    assert conf.ALLOWED_ORIGINS == []
+    assert conf.VALIDATE_INPUT is True
+    assert conf.VALIDATE_OUTPUT is True
+    assert conf.VALIDATOR is None
+    assert conf.REQUEST_STATE_MAX_AGE_MS == 300_000
+    assert conf.REQUEST_STATE_KEY is None
+    assert conf.ATOMIC is True
+    assert conf.DATABASE_ALIAS == "default"
+    assert conf.KEEPALIVE_SECONDS == 15.0
+    assert conf.VIEW == "async"
+    assert conf.MAX_BODY_BYTES == 4 * 1024 * 1024
+
+
+def test_defaults_cover_exactly_the_properties() -> None:
+    properties = {name for name in dir(type(conf)) if name.isupper()}
+    assert properties == set(DEFAULTS)
+
+
+@pytest.mark.parametrize("value", [None, {}])
+def test_missing_or_empty_setting_means_defaults(value: object) -> None:
+    with override_settings(MCP_APP=value):
+        assert conf.VIEW == "async"
+        assert conf.MAX_BODY_BYTES == 4 * 1024 * 1024
+
+
+def test_absent_setting_means_defaults(settings: object) -> None:
+    del settings.MCP_APP  # type: ignore[attr-defined]
+    assert conf.VALIDATE_INPUT is True
+
+
+def test_overrides_are_read_live_and_coerced() -> None:
+    with override_settings(
+        MCP_APP={
+            "ALLOWED_ORIGINS": ("https://a.example",),
+            "VALIDATE_INPUT": 0,
+            "VALIDATE_OUTPUT": "",
+            "VALIDATOR": "pkg.Validator",
+            "REQUEST_STATE_MAX_AGE_MS": "1000",
+            "REQUEST_STATE_KEY": "k",
+            "ATOMIC": None,
+            "DATABASE_ALIAS": "other",
+            "KEEPALIVE_SECONDS": 2,
+            "VIEW": "sync",
+            "MAX_BODY_BYTES": "10",
+        }
+    ):
+        assert conf.ALLOWED_ORIGINS == ["https://a.example"]
+        assert conf.VALIDATE_INPUT is False
+        assert conf.VALIDATE_OUTPUT is False
+        assert conf.VALIDATOR == "pkg.Validator"
+        assert conf.REQUEST_STATE_MAX_AGE_MS == 1000
+        assert conf.REQUEST_STATE_KEY == "k"
+        assert conf.ATOMIC is False
+        assert conf.DATABASE_ALIAS == "other"
+        assert conf.KEEPALIVE_SECONDS == 2.0
+        assert isinstance(conf.KEEPALIVE_SECONDS, float)
+        assert conf.VIEW == "sync"
+        assert conf.MAX_BODY_BYTES == 10
+    assert conf.VIEW == "async"
+    assert conf.VALIDATE_INPUT is True
+
+
+def test_empty_validator_and_key_mean_none() -> None:
+    with override_settings(MCP_APP={"VALIDATOR": "", "REQUEST_STATE_KEY": ""}):
+        assert conf.VALIDATOR is None
+        assert conf.REQUEST_STATE_KEY is None
+
+
+def test_settings_fixture_changes_are_seen(settings: object) -> None:
+    settings.MCP_APP = {"VIEW": "sync"}  # type: ignore[attr-defined]
+    assert conf.VIEW == "sync"
+    settings.MCP_APP = {"VIEW": "async", "ATOMIC": False}  # type: ignore[attr-defined]
+    assert conf.VIEW == "async"
+    assert conf.ATOMIC is False
+
+
+def test_allowed_origins_is_a_fresh_list_each_time() -> None:
+    origins = ["https://a.example"]
+    with override_settings(MCP_APP={"ALLOWED_ORIGINS": origins}):
+        got = conf.ALLOWED_ORIGINS
+        got.append("mutated")
+        assert conf.ALLOWED_ORIGINS == ["https://a.example"]
+
+
+def _other_value(default: object) -> object:
+    if isinstance(default, bool):
+        return not default
+    if isinstance(default, int | float):
+        return default + 1
+    if isinstance(default, list):
+        return ["https://other.example"]
+    if default is None:
+        return "other.value"
+    return f"{default}-other"
+
+
+@pytest.mark.parametrize("name", sorted(DEFAULTS))
+def test_each_setting_reads_its_default_then_its_override(name: str) -> None:
+    default = DEFAULTS[name]
+    with override_settings(MCP_APP={}):
+        assert getattr(conf, name) == default
+    other = _other_value(default)
+    with override_settings(MCP_APP={name: other}):
+        assert getattr(conf, name) == other

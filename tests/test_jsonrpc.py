@@ -1,0 +1,213 @@
+"""Tests for mcp_app.protocol.jsonrpc: message shapes and protocol errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from mcp_app.protocol import jsonrpc
+from mcp_app.protocol.jsonrpc import (
+    HeaderMismatch,
+    InternalError,
+    InvalidParams,
+    InvalidRequest,
+    MethodNotFound,
+    MissingClientCapability,
+    ParseError,
+    ProtocolError,
+    ResourceNotFound,
+    UnsupportedProtocolVersion,
+)
+
+# ---------------------------------------------------------------- classify
+
+
+@pytest.mark.parametrize(
+    ("message", "kind"),
+    [
+        ({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, "request"),
+        ({"jsonrpc": "2.0", "id": "abc", "method": "tools/list", "params": {}}, "request"),
+        ({"jsonrpc": "2.0", "id": 0, "method": "x"}, "request"),
+        ({"jsonrpc": "2.0", "method": "notifications/initialized"}, "notification"),
+        ({"jsonrpc": "2.0", "method": "n", "params": {"a": 1}}, "notification"),
+        ({"jsonrpc": "2.0", "id": 1, "result": {}}, "response"),
+        ({"jsonrpc": "2.0", "id": 1, "error": {"code": -1, "message": "m"}}, "response"),
+        ({"jsonrpc": "2.0", "id": None, "error": {"code": -1, "message": "m"}}, "response"),
+    ],
+)
+def test_classify_recognises_valid_shapes(message: dict[str, Any], kind: str) -> None:
+    assert jsonrpc.classify(message) == kind
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        None,
+        [],
+        [{"jsonrpc": "2.0", "id": 1, "method": "x"}],
+        "text",
+        {},
+        {"id": 1, "method": "x"},
+        {"jsonrpc": "1.0", "id": 1, "method": "x"},
+        {"jsonrpc": 2.0, "id": 1, "method": "x"},
+        {"jsonrpc": "2.0", "id": 1, "method": 5},
+        {"jsonrpc": "2.0", "id": 1, "method": "x", "params": [1, 2]},
+        {"jsonrpc": "2.0", "id": 1, "method": "x", "params": None},
+        {"jsonrpc": "2.0", "id": None, "method": "x"},
+        {"jsonrpc": "2.0", "id": True, "method": "x"},
+        {"jsonrpc": "2.0", "id": 1.5, "method": "x"},
+        {"jsonrpc": "2.0", "id": {}, "method": "x"},
+        {"jsonrpc": "2.0", "id": 1},
+        {"jsonrpc": "2.0", "result": {}},
+        {"jsonrpc": "2.0", "error": {}},
+    ],
+)
+def test_classify_flags_everything_else_as_invalid(message: Any) -> None:
+    assert jsonrpc.classify(message) == "invalid"
+
+
+@pytest.mark.parametrize(
+    ("value", "valid"),
+    [
+        ("a", True),
+        ("", True),
+        (0, True),
+        (-3, True),
+        (None, False),
+        (True, False),
+        (False, False),
+        (1.0, False),
+        ([], False),
+    ],
+)
+def test_valid_id_allows_only_strings_and_integers(value: Any, valid: bool) -> None:
+    assert jsonrpc.valid_id(value) is valid
+
+
+# ---------------------------------------------------------------- building messages
+
+
+def test_result_response() -> None:
+    assert jsonrpc.result_response(3, {"a": 1}) == {"jsonrpc": "2.0", "id": 3, "result": {"a": 1}}
+    assert jsonrpc.result_response(None, {}) == {"jsonrpc": "2.0", "id": None, "result": {}}
+
+
+def test_error_response_with_id() -> None:
+    response = jsonrpc.error_response("r1", InvalidParams("bad", {"x": 1}))
+    assert response == {
+        "jsonrpc": "2.0",
+        "id": "r1",
+        "error": {"code": -32602, "message": "bad", "data": {"x": 1}},
+    }
+
+
+def test_error_response_without_id_leaves_the_id_out() -> None:
+    response = jsonrpc.error_response(None, ParseError("Parse error"))
+    assert response == {"jsonrpc": "2.0", "error": {"code": -32700, "message": "Parse error"}}
+    assert "id" not in response
+
+
+def test_error_response_keeps_a_zero_id() -> None:
+    assert jsonrpc.error_response(0, InternalError("x"))["id"] == 0
+
+
+def test_notification_with_and_without_params() -> None:
+    assert jsonrpc.notification("n") == {"jsonrpc": "2.0", "method": "n"}
+    assert jsonrpc.notification("n", {}) == {"jsonrpc": "2.0", "method": "n", "params": {}}
+
+
+def test_request_with_and_without_params() -> None:
+    assert jsonrpc.request(1, "m") == {"jsonrpc": "2.0", "id": 1, "method": "m"}
+    assert jsonrpc.request("a", "m", {"p": 1}) == {
+        "jsonrpc": "2.0",
+        "id": "a",
+        "method": "m",
+        "params": {"p": 1},
+    }
+
+
+# ---------------------------------------------------------------- errors
+
+
+def test_to_error_without_data_has_only_code_and_message() -> None:
+    assert ProtocolError("boom").to_error() == {"code": -32603, "message": "boom"}
+
+
+def test_to_error_with_data_includes_it_even_when_falsy() -> None:
+    assert ProtocolError("m", {}).to_error() == {"code": -32603, "message": "m", "data": {}}
+    assert ProtocolError("m", 0).to_error()["data"] == 0
+
+
+def test_protocol_error_defaults_and_overrides() -> None:
+    plain = ProtocolError("m")
+    assert (plain.code, plain.http_status, plain.message, plain.data) == (-32603, 200, "m", None)
+    assert str(plain) == "m"
+    custom = ProtocolError("m", code=-31999, http_status=418)
+    assert (custom.code, custom.http_status) == (-31999, 418)
+    # Overrides are per instance, not on the class.
+    assert ProtocolError.code == -32603
+    assert ProtocolError.http_status == 200
+
+
+def test_protocol_error_repr_names_class_code_and_message() -> None:
+    assert repr(InvalidParams("bad")) == "InvalidParams(code=-32602, message='bad')"
+
+
+@pytest.mark.parametrize(
+    ("cls", "code", "status"),
+    [
+        (ParseError, -32700, 400),
+        (InvalidRequest, -32600, 400),
+        (MethodNotFound, -32601, 404),
+        (InvalidParams, -32602, 200),
+        (InternalError, -32603, 500),
+        (HeaderMismatch, -32020, 400),
+    ],
+)
+def test_error_classes_carry_their_code_and_http_status(
+    cls: type[ProtocolError], code: int, status: int
+) -> None:
+    error = cls("m")
+    assert error.code == code
+    assert error.http_status == status
+    assert error.to_error() == {"code": code, "message": "m"}
+
+
+def test_resource_not_found_carries_the_uri() -> None:
+    error = ResourceNotFound("file:///x")
+    assert error.uri == "file:///x"
+    assert error.to_error() == {
+        "code": jsonrpc.INVALID_PARAMS,
+        "message": "Resource not found",
+        "data": {"uri": "file:///x"},
+    }
+
+
+def test_missing_client_capability_names_them_in_message_and_data() -> None:
+    error = MissingClientCapability({"sampling": {}, "elicitation": {"url": {}}})
+    assert error.code == -32021
+    assert error.http_status == 400
+    assert error.message == "Missing required client capability: elicitation, sampling"
+    assert error.data == {"requiredCapabilities": {"sampling": {}, "elicitation": {"url": {}}}}
+    assert error.required == {"sampling": {}, "elicitation": {"url": {}}}
+
+
+def test_missing_client_capability_with_custom_message_or_none() -> None:
+    assert MissingClientCapability({}, "custom").message == "custom"
+    assert MissingClientCapability({}).message == "Missing required client capability: none"
+
+
+def test_unsupported_protocol_version_data() -> None:
+    error = UnsupportedProtocolVersion("1999", ["2026-07-28"])
+    assert error.code == -32022
+    assert error.http_status == 400
+    assert error.message == "Unsupported protocol version: 1999"
+    assert error.data == {"supported": ["2026-07-28"], "requested": "1999"}
+
+
+def test_error_codes_are_the_spec_numbers() -> None:
+    assert jsonrpc.RESOURCE_NOT_FOUND == -32002
+    assert jsonrpc.HEADER_MISMATCH == -32020
+    assert jsonrpc.MISSING_REQUIRED_CLIENT_CAPABILITY == -32021
+    assert jsonrpc.UNSUPPORTED_PROTOCOL_VERSION == -32022

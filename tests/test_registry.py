@@ -1,0 +1,402 @@
+"""Tests for mcp_app.registry: definitions, their wire form and catalog snapshots."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from mcp_app.exceptions import DefinitionError
+from mcp_app.registry import (
+    Catalog,
+    PromptArgument,
+    PromptDef,
+    ResourceDef,
+    TemplateDef,
+    ToolDef,
+)
+
+
+def handler(*args: Any) -> str:
+    return "ok"
+
+
+async def async_handler(*args: Any) -> str:
+    return "ok"
+
+
+def complete(value: str, context_args: dict[str, str], ctx: Any) -> list[str]:
+    return [value]
+
+
+# ---------------------------------------------------------------- ToolDef
+
+
+@pytest.mark.parametrize("name", ["a", "get_weather", "v1.tool-name", "x" * 64])
+def test_tool_names_within_the_rules_are_accepted(name: str) -> None:
+    assert ToolDef(name=name, handler=handler).name == name
+
+
+@pytest.mark.parametrize("name", ["", "x" * 65, "a/b", "has space", "ünïcode"])
+def test_tool_names_outside_the_rules_are_refused(name: str) -> None:
+    with pytest.raises(DefinitionError, match="must be 1-64 characters"):
+        ToolDef(name=name, handler=handler)
+
+
+def test_tool_handler_must_be_callable() -> None:
+    with pytest.raises(DefinitionError, match="handler is not callable"):
+        ToolDef(name="t", handler="nope")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "schema", [{"type": "string"}, {"properties": {}}, {"type": ["object"]}, ["object"]]
+)
+def test_tool_input_schema_must_be_an_object_schema(schema: Any) -> None:
+    with pytest.raises(DefinitionError, match="input_schema must be an object schema"):
+        ToolDef(name="t", handler=handler, input_schema=schema)
+
+
+def test_tool_output_schema_must_be_a_dict() -> None:
+    with pytest.raises(DefinitionError, match="output_schema must be a JSON Schema object"):
+        ToolDef(name="t", handler=handler, output_schema=True)  # type: ignore[arg-type]
+
+
+def test_tool_default_input_schema_is_an_empty_object_schema_not_shared() -> None:
+    one, two = ToolDef(name="a", handler=handler), ToolDef(name="b", handler=handler)
+    assert one.input_schema == {"type": "object"}
+    assert one.input_schema is not two.input_schema
+
+
+def test_minimal_tool_wire() -> None:
+    assert ToolDef(name="t", handler=handler).wire == {
+        "name": "t",
+        "inputSchema": {"type": "object"},
+    }
+
+
+def test_full_tool_wire() -> None:
+    tool = ToolDef(
+        name="t",
+        handler=handler,
+        title="T",
+        description="Does t",
+        input_schema={"type": "object", "properties": {"a": {"type": "string"}}},
+        output_schema={"type": "object"},
+        annotations={"readOnlyHint": True},
+        icons=[{"src": "https://example.com/i.png"}],
+        meta={"k": "v"},
+    )
+    assert tool.wire == {
+        "name": "t",
+        "title": "T",
+        "description": "Does t",
+        "icons": [{"src": "https://example.com/i.png"}],
+        "inputSchema": {"type": "object", "properties": {"a": {"type": "string"}}},
+        "outputSchema": {"type": "object"},
+        "annotations": {"readOnlyHint": True},
+        "_meta": {"k": "v"},
+    }
+
+
+def test_tool_is_async_detects_coroutine_functions_and_async_callables() -> None:
+    class AsyncCallable:
+        async def __call__(self, *args: Any) -> str:
+            return "ok"
+
+    assert ToolDef(name="a", handler=async_handler).is_async is True
+    assert ToolDef(name="b", handler=AsyncCallable()).is_async is True
+    assert ToolDef(name="c", handler=handler).is_async is False
+
+
+def test_tool_header_params_map_lower_case_header_to_argument() -> None:
+    tool = ToolDef(
+        name="t",
+        handler=handler,
+        input_schema={
+            "type": "object",
+            "properties": {
+                "region": {"type": "string", "x-mcp-header": "Region"},
+                "plain": {"type": "string"},
+                "odd": True,
+                "bad": {"type": "string", "x-mcp-header": 5},
+            },
+        },
+    )
+    assert tool.header_params == {"mcp-param-region": "region"}
+
+
+def test_tool_without_properties_has_no_header_params() -> None:
+    assert ToolDef(name="t", handler=handler).header_params == {}
+    weird = ToolDef(name="u", handler=handler, input_schema={"type": "object", "properties": []})
+    assert weird.header_params == {}
+
+
+# ---------------------------------------------------------------- ResourceDef
+
+
+@pytest.mark.parametrize("uri", ["", "no-scheme", "relative/path"])
+def test_resource_uri_must_be_absolute(uri: str) -> None:
+    with pytest.raises(DefinitionError, match="is not an absolute URI"):
+        ResourceDef(uri=uri, name="r", handler=handler)
+
+
+def test_resource_handler_must_be_callable() -> None:
+    with pytest.raises(DefinitionError, match="handler is not callable"):
+        ResourceDef(uri="x://r", name="r", handler=None)  # type: ignore[arg-type]
+
+
+def test_resource_wire_minimal_and_full() -> None:
+    assert ResourceDef(uri="x://r", name="r", handler=handler).wire == {"uri": "x://r", "name": "r"}
+    full = ResourceDef(
+        uri="x://r",
+        name="r",
+        handler=handler,
+        title="R",
+        description="desc",
+        mime_type="text/plain",
+        size=0,
+        annotations={"priority": 1},
+        icons=[{"src": "i"}],
+        meta={"m": 1},
+    )
+    assert full.wire == {
+        "uri": "x://r",
+        "name": "r",
+        "title": "R",
+        "description": "desc",
+        "icons": [{"src": "i"}],
+        "mimeType": "text/plain",
+        "size": 0,
+        "annotations": {"priority": 1},
+        "_meta": {"m": 1},
+    }
+
+
+def test_resource_is_async() -> None:
+    assert ResourceDef(uri="x://r", name="r", handler=async_handler).is_async is True
+    assert ResourceDef(uri="x://r", name="r", handler=handler).is_async is False
+
+
+# ---------------------------------------------------------------- TemplateDef
+
+
+def test_template_matcher_is_built_and_matches() -> None:
+    template = TemplateDef(uri_template="people://{id}", name="person", handler=handler)
+    assert template.matcher.match("people://ada") == {"id": "ada"}
+    assert template.matcher.match("other://ada") is None
+
+
+@pytest.mark.parametrize("uri_template", ["people://{id", "people://{=x}"])
+def test_malformed_template_is_a_definition_error(uri_template: str) -> None:
+    with pytest.raises(DefinitionError, match="resource template 'p'"):
+        TemplateDef(uri_template=uri_template, name="p", handler=handler)
+
+
+def test_template_handler_must_be_callable() -> None:
+    with pytest.raises(DefinitionError, match="handler is not callable"):
+        TemplateDef(uri_template="p://{id}", name="p", handler=1)  # type: ignore[arg-type]
+
+
+def test_template_completion_for_unknown_variable_is_refused() -> None:
+    with pytest.raises(
+        DefinitionError, match=r"completion for unknown argument 'nope' \(known: id\)"
+    ):
+        TemplateDef(uri_template="p://{id}", name="p", handler=handler, complete={"nope": complete})
+
+
+def test_template_completion_must_be_callable() -> None:
+    with pytest.raises(DefinitionError, match="completion for 'id' is not callable"):
+        TemplateDef(uri_template="p://{id}", name="p", handler=handler, complete={"id": "x"})
+
+
+def test_template_wire_minimal_and_full() -> None:
+    assert TemplateDef(uri_template="p://{id}", name="p", handler=handler).wire == {
+        "uriTemplate": "p://{id}",
+        "name": "p",
+    }
+    full = TemplateDef(
+        uri_template="p://{id}",
+        name="p",
+        handler=async_handler,
+        title="P",
+        description="d",
+        mime_type="application/json",
+        annotations={"a": 1},
+        icons=[{"src": "i"}],
+        meta={"m": 1},
+        complete={"id": complete},
+    )
+    assert full.wire == {
+        "uriTemplate": "p://{id}",
+        "name": "p",
+        "title": "P",
+        "description": "d",
+        "icons": [{"src": "i"}],
+        "mimeType": "application/json",
+        "annotations": {"a": 1},
+        "_meta": {"m": 1},
+    }
+    assert full.is_async is True
+
+
+# ---------------------------------------------------------------- PromptArgument / PromptDef
+
+
+def test_prompt_argument_coerce_from_each_form() -> None:
+    arg = PromptArgument("a", required=True)
+    assert PromptArgument.coerce(arg) is arg
+    assert PromptArgument.coerce("b") == PromptArgument("b")
+    assert PromptArgument.coerce({"name": "c", "description": "C"}) == PromptArgument("c", "C")
+
+
+@pytest.mark.parametrize("value", [{"name": "a", "bogus": 1}, {}])
+def test_prompt_argument_coerce_refuses_bad_dicts(value: dict[str, Any]) -> None:
+    with pytest.raises(DefinitionError, match="bad prompt argument"):
+        PromptArgument.coerce(value)
+
+
+def test_prompt_argument_wire() -> None:
+    assert PromptArgument("a").wire == {"name": "a"}
+    assert PromptArgument("a", "desc", True, "A").wire == {
+        "name": "a",
+        "title": "A",
+        "description": "desc",
+        "required": True,
+    }
+
+
+def test_prompt_needs_a_name_and_callable_handler() -> None:
+    with pytest.raises(DefinitionError, match="a prompt needs a name"):
+        PromptDef(name="", handler=handler)
+    with pytest.raises(DefinitionError, match="handler is not callable"):
+        PromptDef(name="p", handler=42)  # type: ignore[arg-type]
+
+
+def test_prompt_arguments_are_coerced_and_required_listed() -> None:
+    prompt = PromptDef(
+        name="p",
+        handler=handler,
+        arguments=("a", {"name": "b", "required": True}, PromptArgument("c", required=True)),  # type: ignore[arg-type]
+    )
+    assert all(isinstance(a, PromptArgument) for a in prompt.arguments)
+    assert prompt.required == ("b", "c")
+
+
+def test_prompt_argument_names_must_not_repeat() -> None:
+    with pytest.raises(DefinitionError, match="argument names repeat"):
+        PromptDef(name="p", handler=handler, arguments=("a", "a"))  # type: ignore[arg-type]
+
+
+def test_prompt_completion_for_unknown_argument_is_refused() -> None:
+    with pytest.raises(DefinitionError, match="completion for unknown argument 'z'"):
+        PromptDef(name="p", handler=handler, arguments=("a",), complete={"z": complete})  # type: ignore[arg-type]
+
+
+def test_prompt_wire_minimal_and_full() -> None:
+    assert PromptDef(name="p", handler=handler).wire == {"name": "p"}
+    full = PromptDef(
+        name="p",
+        handler=handler,
+        title="P",
+        description="d",
+        arguments=(PromptArgument("a", required=True),),
+        icons=[{"src": "i"}],
+        meta={"m": 1},
+    )
+    assert full.wire == {
+        "name": "p",
+        "title": "P",
+        "description": "d",
+        "icons": [{"src": "i"}],
+        "_meta": {"m": 1},
+        "arguments": [{"name": "a", "required": True}],
+    }
+
+
+def test_prompt_is_async() -> None:
+    assert PromptDef(name="p", handler=async_handler).is_async is True
+
+
+# ---------------------------------------------------------------- Catalog
+
+
+def _catalog(generation: int = 1, description: str = "d") -> Catalog:
+    return Catalog(
+        generation,
+        tools=[
+            ToolDef(name="t1", handler=handler, description=description),
+            ToolDef(name="t2", handler=handler),
+        ],
+        resources=[ResourceDef(uri="x://r", name="r", handler=handler)],
+        templates=[
+            TemplateDef(uri_template="people://{id}", name="person", handler=handler),
+            TemplateDef(uri_template="any://{+rest}", name="any", handler=handler),
+        ],
+        prompts=[PromptDef(name="p", handler=handler)],
+    )
+
+
+def test_catalog_maps_and_items() -> None:
+    catalog = _catalog()
+    assert catalog.generation == 1
+    assert [t.name for t in catalog.items("tools")] == ["t1", "t2"]
+    assert set(catalog.tool_map) == {"t1", "t2"}
+    assert set(catalog.resource_map) == {"x://r"}
+    assert set(catalog.template_map) == {"person", "any"}
+    assert set(catalog.prompt_map) == {"p"}
+    assert isinstance(catalog.items("prompts"), tuple)
+
+
+def test_catalog_fingerprint_is_stable_for_the_same_definitions() -> None:
+    one, two = _catalog(1), _catalog(7)
+    assert one.fingerprints == two.fingerprints
+    assert set(one.fingerprints) == {"tools", "resources", "templates", "prompts"}
+    assert all(len(v) == 12 for v in one.fingerprints.values())
+
+
+def test_catalog_fingerprint_changes_only_for_the_kind_that_changed() -> None:
+    before, after = _catalog(description="d"), _catalog(description="changed")
+    assert before.fingerprints["tools"] != after.fingerprints["tools"]
+    for kind in ("resources", "templates", "prompts"):
+        assert before.fingerprints[kind] == after.fingerprints[kind]
+
+
+def test_catalog_fingerprint_depends_on_order() -> None:
+    a, b = ToolDef(name="a", handler=handler), ToolDef(name="b", handler=handler)
+    assert (
+        Catalog(1, tools=[a, b]).fingerprints["tools"]
+        != Catalog(1, tools=[b, a]).fingerprints["tools"]
+    )
+
+
+def test_empty_catalog_fingerprints_differ_from_populated() -> None:
+    assert Catalog(0).fingerprints["tools"] != _catalog().fingerprints["tools"]
+
+
+def test_find_template_takes_the_first_match_with_variables() -> None:
+    catalog = _catalog()
+    template, variables = catalog.find_template("people://ada")  # type: ignore[misc]
+    assert template.name == "person"
+    assert variables == {"id": "ada"}
+    fallback, rest = catalog.find_template("any://a/b")  # type: ignore[misc]
+    assert fallback.name == "any"
+    assert rest == {"rest": "a/b"}
+    assert catalog.find_template("nomatch:x") is None
+
+
+def test_can_complete_follows_completers() -> None:
+    assert _catalog().can_complete is False
+    with_prompt = Catalog(
+        1,
+        prompts=[PromptDef(name="p", handler=handler, arguments=("a",), complete={"a": complete})],  # type: ignore[arg-type]
+    )
+    assert with_prompt.can_complete is True
+    with_template = Catalog(
+        1,
+        templates=[
+            TemplateDef(
+                uri_template="p://{id}", name="p", handler=handler, complete={"id": complete}
+            )
+        ],
+    )
+    assert with_template.can_complete is True

@@ -1,0 +1,289 @@
+"""Tests for mcp_app.results: handler return values turned into protocol results."""
+
+from __future__ import annotations
+
+import base64
+from collections import OrderedDict
+
+import pytest
+
+from mcp_app.content import content, image, text, tool_error
+from mcp_app.protocol.jsonrpc import INTERNAL_ERROR, InternalError
+from mcp_app.results import completion_result, prompt_result, resource_contents, tool_result
+
+# ---------------------------------------------------------------- tool_result
+
+
+def test_none_is_an_empty_tool_result() -> None:
+    assert tool_result(None) == {"content": []}
+
+
+def test_string_is_one_text_block() -> None:
+    assert tool_result("hi") == {"content": [{"type": "text", "text": "hi"}]}
+
+
+def test_plain_dict_is_structured_content_with_compact_json_text() -> None:
+    result = tool_result({"sum": 3, "name": "Zoë"})
+    assert result == {
+        "content": [{"type": "text", "text": '{"sum":3,"name":"Zoë"}'}],
+        "structuredContent": {"sum": 3, "name": "Zoë"},
+    }
+
+
+def test_structured_content_is_a_copy_of_the_returned_mapping() -> None:
+    value = OrderedDict(a=1)
+    result = tool_result(value)
+    assert type(result["structuredContent"]) is dict
+    assert result["structuredContent"] == {"a": 1}
+
+
+def test_dict_with_content_list_is_taken_as_a_complete_result() -> None:
+    value = {"content": [text("x")], "isError": True}
+    result = tool_result(value)
+    assert result == value
+    assert result is not value
+
+
+def test_dict_with_non_list_content_is_structured_content() -> None:
+    result = tool_result({"content": "not blocks"})
+    assert result["structuredContent"] == {"content": "not blocks"}
+    assert result["content"] == [text('{"content":"not blocks"}')]
+
+
+def test_non_json_values_in_a_dict_are_rendered_with_str() -> None:
+    class Thing:
+        def __str__(self) -> str:
+            return "thing!"
+
+    result = tool_result({"t": Thing()})
+    assert result["content"] == [text('{"t":"thing!"}')]
+
+
+def test_content_helper_gives_its_blocks_and_structured_content() -> None:
+    result = tool_result(content(["a", image(b"x")], structured={"k": 1}))
+    assert result == {
+        "content": [text("a"), image(b"x")],
+        "structuredContent": {"k": 1},
+    }
+
+
+def test_content_helper_without_structured_content_has_only_blocks() -> None:
+    assert tool_result(content(["a"])) == {"content": [text("a")]}
+
+
+def test_tool_error_sets_is_error() -> None:
+    assert tool_result(tool_error("bad")) == {"content": [text("bad")], "isError": True}
+
+
+def test_list_of_blocks_and_strings_is_the_content() -> None:
+    block = image(b"x")
+    assert tool_result(["a", block]) == {"content": [text("a"), block]}
+
+
+def test_empty_list_is_empty_content() -> None:
+    assert tool_result([]) == {"content": []}
+
+
+def test_list_that_is_not_all_blocks_becomes_json_text_without_structure() -> None:
+    assert tool_result([1, "a"]) == {"content": [text('[1,"a"]')]}
+
+
+def test_tuple_with_output_schema_is_structured_as_a_list() -> None:
+    result = tool_result(("a", "b"), has_output_schema=True)
+    assert result == {"content": [text('["a","b"]')], "structuredContent": ["a", "b"]}
+
+
+def test_list_of_strings_with_output_schema_is_structured_not_blocks() -> None:
+    result = tool_result(["a"], has_output_schema=True)
+    assert result["structuredContent"] == ["a"]
+
+
+@pytest.mark.parametrize(
+    ("value", "rendered"),
+    [(3, "3"), (2.5, "2.5"), (True, "true"), (False, "false")],
+)
+def test_scalar_without_output_schema_is_text_only(value: object, rendered: str) -> None:
+    assert tool_result(value) == {"content": [text(rendered)]}
+
+
+@pytest.mark.parametrize("value", [3, 2.5, False])
+def test_scalar_with_output_schema_is_also_structured(value: object) -> None:
+    result = tool_result(value, has_output_schema=True)
+    assert result["structuredContent"] == value
+    assert result["structuredContent"] is value
+
+
+@pytest.mark.parametrize("value", [b"bytes", {1, 2}, object()])
+def test_unsupported_tool_result_is_an_internal_error(value: object) -> None:
+    with pytest.raises(InternalError) as info:
+        tool_result(value)
+    assert info.value.code == INTERNAL_ERROR
+    assert type(value).__name__ in info.value.message
+    assert "not a tool result" in info.value.message
+
+
+# ---------------------------------------------------------------- resource_contents
+
+
+def test_string_resource_is_text_contents_with_mime_type() -> None:
+    assert resource_contents("hello", "memo://1", "text/plain") == [
+        {"uri": "memo://1", "text": "hello", "mimeType": "text/plain"}
+    ]
+
+
+def test_string_resource_without_mime_type_has_none() -> None:
+    assert resource_contents("hello", "memo://1", None) == [{"uri": "memo://1", "text": "hello"}]
+
+
+@pytest.mark.parametrize("data", [b"\x00\xff", bytearray(b"\x00\xff"), memoryview(b"\x00\xff")])
+def test_binary_resource_is_a_base64_blob(data: bytes) -> None:
+    assert resource_contents(data, "bin://1", None) == [{"uri": "bin://1", "blob": "AP8="}]
+
+
+def test_content_dict_is_merged_under_the_uri_and_blob_bytes_encoded() -> None:
+    contents = resource_contents(
+        [{"text": "a", "mimeType": "text/markdown"}, {"blob": b"\x01"}], "x://1", "text/plain"
+    )
+    assert contents == [
+        {"uri": "x://1", "text": "a", "mimeType": "text/markdown"},
+        {"uri": "x://1", "blob": base64.b64encode(b"\x01").decode(), "mimeType": "text/plain"},
+    ]
+
+
+def test_content_dict_may_name_its_own_uri() -> None:
+    contents = resource_contents({"uri": "x://child", "text": "a"}, "x://1", None)
+    assert contents == [{"uri": "x://child", "text": "a"}]
+
+
+def test_list_of_mixed_items_keeps_order() -> None:
+    contents = resource_contents(("a", b"b"), "x://1", None)
+    assert contents == [{"uri": "x://1", "text": "a"}, {"uri": "x://1", "blob": "Yg=="}]
+
+
+@pytest.mark.parametrize("value", [42, {"neither": "text nor blob"}, ["ok", None]])
+def test_unsupported_resource_value_is_an_internal_error(value: object) -> None:
+    with pytest.raises(InternalError, match=r"resource x://1 returned \w+; return str, bytes"):
+        resource_contents(value, "x://1", None)
+
+
+# ---------------------------------------------------------------- prompt_result
+
+
+def test_string_prompt_is_one_user_message() -> None:
+    assert prompt_result("Say hi", None) == {
+        "messages": [{"role": "user", "content": text("Say hi")}]
+    }
+
+
+def test_prompt_description_is_filled_in() -> None:
+    assert prompt_result("x", "Greets")["description"] == "Greets"
+
+
+def test_list_prompt_mixes_strings_and_message_dicts() -> None:
+    result = prompt_result(
+        ["q", {"role": "assistant", "content": "a"}, {"role": "user", "content": image(b"i")}],
+        None,
+    )
+    assert result == {
+        "messages": [
+            {"role": "user", "content": text("q")},
+            {"role": "assistant", "content": text("a")},
+            {"role": "user", "content": image(b"i")},
+        ]
+    }
+
+
+def test_message_dict_keeps_extra_keys() -> None:
+    result = prompt_result([{"role": "user", "content": "q", "_meta": {"k": 1}}], None)
+    assert result["messages"][0]["_meta"] == {"k": 1}
+
+
+def test_dict_with_messages_keeps_its_own_description_and_extras() -> None:
+    result = prompt_result({"description": "own", "messages": ["q"], "_meta": {"k": 1}}, "fallback")
+    assert result == {
+        "description": "own",
+        "messages": [{"role": "user", "content": text("q")}],
+        "_meta": {"k": 1},
+    }
+
+
+def test_dict_with_messages_gets_fallback_description_when_it_has_none() -> None:
+    assert prompt_result({"messages": ("q",)}, "fallback")["description"] == "fallback"
+
+
+def test_empty_description_is_not_added() -> None:
+    assert "description" not in prompt_result("x", "")
+
+
+@pytest.mark.parametrize("value", [42, None, {"no": "messages"}])
+def test_unsupported_prompt_value_is_an_internal_error(value: object) -> None:
+    with pytest.raises(InternalError, match="a prompt returned"):
+        prompt_result(value, None)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [{"role": "system", "content": "x"}, {"content": "x"}, 42],
+)
+def test_message_without_a_valid_role_is_refused(message: object) -> None:
+    with pytest.raises(InternalError, match="role 'user' or 'assistant'"):
+        prompt_result([message], None)
+
+
+@pytest.mark.parametrize("body", [None, 42, {"text": "no type"}])
+def test_message_content_must_be_string_or_block(body: object) -> None:
+    with pytest.raises(InternalError, match="content must be a string or a content block"):
+        prompt_result([{"role": "user", "content": body}], None)
+
+
+# ---------------------------------------------------------------- completion_result
+
+
+def test_list_completion_is_stringified_and_not_more() -> None:
+    assert completion_result(["a", 2]) == {"completion": {"values": ["a", "2"], "hasMore": False}}
+
+
+def test_none_completion_is_empty() -> None:
+    assert completion_result(None) == {"completion": {"values": [], "hasMore": False}}
+
+
+def test_generator_completion_is_consumed() -> None:
+    result = completion_result(v for v in ("x", "y"))
+    assert result["completion"]["values"] == ["x", "y"]
+
+
+def test_dict_completion_keeps_total_and_has_more() -> None:
+    result = completion_result({"values": ["a"], "total": 10, "hasMore": True})
+    assert result == {"completion": {"values": ["a"], "hasMore": True, "total": 10}}
+
+
+def test_dict_completion_with_no_values_is_empty() -> None:
+    assert completion_result({"values": None}) == {"completion": {"values": [], "hasMore": False}}
+
+
+def test_over_limit_is_capped_with_has_more_and_total() -> None:
+    result = completion_result([str(i) for i in range(150)])
+    completion = result["completion"]
+    assert completion["values"] == [str(i) for i in range(100)]
+    assert completion["hasMore"] is True
+    assert completion["total"] == 150
+
+
+def test_over_limit_keeps_a_given_total() -> None:
+    result = completion_result({"values": list("abcd"), "total": 99}, limit=2)
+    assert result == {"completion": {"values": ["a", "b"], "hasMore": True, "total": 99}}
+
+
+def test_exactly_at_limit_is_not_capped() -> None:
+    completion = completion_result(list("ab"), limit=2)["completion"]
+    assert completion == {"values": ["a", "b"], "hasMore": False}
+
+
+def test_non_integer_total_is_dropped() -> None:
+    assert "total" not in completion_result({"values": ["a"], "total": "many"})["completion"]
+
+
+@pytest.mark.parametrize("value", [42, 1.5])
+def test_unsupported_completion_is_an_internal_error(value: object) -> None:
+    with pytest.raises(InternalError, match="a completer must return"):
+        completion_result(value)
