@@ -30,7 +30,10 @@ def elicit(message: str, schema: Mapping[str, Any] | None = None) -> JSON:
 
 def elicit_url(message: str, url: str) -> JSON:
     """Ask the user to visit ``url`` (to sign in, pay, consent) before the call goes on."""
-    return {"method": "elicitation/create", "params": {"mode": "url", "message": message, "url": url}}
+    return {
+        "method": "elicitation/create",
+        "params": {"mode": "url", "message": message, "url": url},
+    }
 
 
 def sample(
@@ -86,7 +89,7 @@ class InputRequired:
             if capability == "elicitation":
                 modes.add(params.get("mode") or "form")
             elif capability == "sampling":
-                needs = {}
+                needs: JSON = {}
                 if "tools" in params or "toolChoice" in params:
                     needs["tools"] = {}
                 if params.get("includeContext") not in (None, "none"):
@@ -94,7 +97,7 @@ class InputRequired:
                 if not isinstance(have, dict):
                     missing.setdefault("sampling", {}).update(needs)
                 else:
-                    lacking = {k: {} for k in needs if not isinstance(have.get(k), dict)}
+                    lacking: JSON = {k: {} for k in needs if not isinstance(have.get(k), dict)}
                     if lacking:
                         missing.setdefault("sampling", {}).update(lacking)
             elif capability is not None and not isinstance(have, dict):

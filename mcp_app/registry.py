@@ -57,7 +57,9 @@ def _common(
     return wire
 
 
-def _check_completers(kind: str, name: str, complete: Mapping[str, Completer], known: Iterable[str]) -> None:
+def _check_completers(
+    kind: str, name: str, complete: Mapping[str, Completer], known: Iterable[str]
+) -> None:
     names = set(known)
     for argument, fn in complete.items():
         if not callable(fn):
@@ -286,7 +288,9 @@ class PromptDef:
     @cached_property
     def wire(self) -> JSON:
         wire: JSON = {"name": self.name}
-        _common(wire, title=self.title, description=self.description, icons=self.icons, meta=self.meta)
+        _common(
+            wire, title=self.title, description=self.description, icons=self.icons, meta=self.meta
+        )
         if self.arguments:
             wire["arguments"] = [a.wire for a in self.arguments]
         return wire

@@ -46,9 +46,12 @@ def tool_result(value: Any, *, has_output_schema: bool = False) -> JSON:
         if "content" in value and isinstance(value["content"], list):
             return dict(value)
         return {"content": [text(_dumps(value))], "structuredContent": dict(value)}
-    if isinstance(value, list | tuple) and not has_output_schema:
-        if all(_is_block(v) or isinstance(v, str) for v in value):
-            return {"content": [text(v) if isinstance(v, str) else dict(v) for v in value]}
+    if (
+        isinstance(value, list | tuple)
+        and not has_output_schema
+        and all(_is_block(v) or isinstance(v, str) for v in value)
+    ):
+        return {"content": [text(v) if isinstance(v, str) else dict(v) for v in value]}
     if isinstance(value, bool | int | float | list | tuple):
         payload = list(value) if isinstance(value, tuple) else value
         result = {"content": [text(_dumps(payload))]}

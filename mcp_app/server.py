@@ -9,8 +9,8 @@ from typing import Any, TypeVar
 
 from .exceptions import AlreadyRegistered, NotRegistered
 from .protocol.engine import Engine, ServerOptions
-from .schema import Validator
 from .registry import Catalog, PromptArgument, PromptDef, ResourceDef, TemplateDef, ToolDef
+from .schema import Validator
 
 F = TypeVar("F", bound=Callable[..., Any])
 JSON = dict[str, Any]
@@ -403,7 +403,7 @@ class Server:
         from .conf import conf
         from .transport.views import async_view, sync_view
 
-        view = sync_view(self) if conf.VIEW == "sync" else async_view(self)
+        view: Any = sync_view(self) if conf.VIEW == "sync" else async_view(self)
         # Both ``/mcp`` and ``/mcp/`` answer, so no client is redirected (a POST cannot be).
         patterns = [re_path(r"^(?:/)?$", view, name="endpoint")]
         return patterns, "mcp_app", self.name

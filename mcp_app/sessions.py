@@ -146,7 +146,7 @@ def store() -> SessionStore:
     return _load(conf.SESSION_STORE)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _load(path: str) -> SessionStore:
     from django.utils.module_loading import import_string
 

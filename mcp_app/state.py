@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from datetime import timedelta
 from collections.abc import Mapping
 from typing import Any
 
@@ -43,7 +44,12 @@ def sign(
     state: Any, *, method: str, params: Mapping[str, Any], caller: str, server: str = "default"
 ) -> str:
     """Sign ``state`` for a retry of this method, with these params, by this caller."""
-    payload = {"s": state, "t": _target(server, method, params), "d": params_digest(params), "c": caller}
+    payload = {
+        "s": state,
+        "t": _target(server, method, params),
+        "d": params_digest(params),
+        "c": caller,
+    }
     return signing.dumps(payload, key=conf.REQUEST_STATE_KEY, salt=SALT, compress=True)
 
 
@@ -64,11 +70,13 @@ def verify(
             token,
             key=key,
             salt=SALT,
-            max_age=conf.REQUEST_STATE_MAX_AGE_MS / 1000,
+            max_age=timedelta(milliseconds=conf.REQUEST_STATE_MAX_AGE_MS),
             fallback_keys=[] if key else None,
         )
     except signing.SignatureExpired as exc:
-        raise InvalidParams("Invalid requestState: it has expired; start the request again") from exc
+        raise InvalidParams(
+            "Invalid requestState: it has expired; start the request again"
+        ) from exc
     except (signing.BadSignature, ValueError) as exc:
         security_logger.warning("requestState failed verification for %s", method, exc_info=False)
         _suspicious()

@@ -519,7 +519,10 @@ class _Stateless(_Protocol):
         return meta
 
     def _build(
-        self, method: str, params: Mapping[str, Any], meta: Mapping[str, Any] | None,
+        self,
+        method: str,
+        params: Mapping[str, Any],
+        meta: Mapping[str, Any] | None,
         param_headers: Mapping[str, str],
     ) -> _Open:
         body_params = dict(params)
@@ -605,21 +608,27 @@ class _Stateless(_Protocol):
                 message = yield from self._next_message(opened.stream, parser, deadline)
                 if message is None:
                     raise MCPClientError(
-                        "transport", "The event stream ended without a response",
-                        status=opened.status, method=method,
+                        "transport",
+                        "The event stream ended without a response",
+                        status=opened.status,
+                        method=method,
                     )
                 if _is_response(message):
                     return opened.status, message
                 if "id" in message:
                     raise MCPClientError(
-                        "transport", f"The server sent a request on the stream: {message!r}",
-                        status=opened.status, method=method,
+                        "transport",
+                        f"The server sent a request on the stream: {message!r}",
+                        status=opened.status,
+                        method=method,
                     )
                 self.client.notifications.append(message)
         except TimeoutError:
             raise MCPClientError(
-                "timeout", f"No response within {self.client.timeout} seconds",
-                status=opened.status, method=method,
+                "timeout",
+                f"No response within {self.client.timeout} seconds",
+                status=opened.status,
+                method=method,
             ) from None
         finally:
             yield _Shut(opened.stream)
@@ -629,20 +638,28 @@ class _Stateless(_Protocol):
         if isinstance(message, dict) and isinstance(message.get("error"), dict):
             error = message["error"]
             raise MCPClientError(
-                "protocol", str(error.get("message", "")), code=error.get("code"),
-                data=error.get("data"), status=status, method=method,
+                "protocol",
+                str(error.get("message", "")),
+                code=error.get("code"),
+                data=error.get("data"),
+                status=status,
+                method=method,
             )
         if isinstance(message, dict) and isinstance(message.get("result"), dict):
             if message.get("id") != request.body["id"]:
                 raise MCPClientError(
-                    "transport", f"The response answers id {message.get('id')!r}, "
-                    f"not {request.body['id']!r}", status=status, method=method,
+                    "transport",
+                    f"The response answers id {message.get('id')!r}, not {request.body['id']!r}",
+                    status=status,
+                    method=method,
                 )
             return cast(JSON, message["result"])
         shown = message if isinstance(message, str) else json.dumps(message)
         raise MCPClientError(
-            "transport", f"HTTP {status} without a JSON-RPC response: {shown[:300]!r}",
-            status=status, method=method,
+            "transport",
+            f"HTTP {status} without a JSON-RPC response: {shown[:300]!r}",
+            status=status,
+            method=method,
         )
 
     # -- requests with input rounds ------------------------------------------------------
@@ -667,8 +684,11 @@ class _Stateless(_Protocol):
                 return result
             if rounds >= self.client.max_rounds:
                 raise MCPClientError(
-                    "max_rounds", f"Still input_required after {rounds} answered rounds",
-                    data=result, status=status, method=method,
+                    "max_rounds",
+                    f"Still input_required after {rounds} answered rounds",
+                    data=result,
+                    status=status,
+                    method=method,
                 )
             rounds += 1
             asked = result.get("inputRequests") or {}
@@ -697,8 +717,11 @@ class _Stateless(_Protocol):
             handler = self.client.handlers.get(str(wanted))
             if handler is None:
                 raise MCPClientError(
-                    "unsupported", f"The server asked for {wanted} (input request {key!r}) "
-                    "and this client has no handler for it", data={key: request}, method=method,
+                    "unsupported",
+                    f"The server asked for {wanted} (input request {key!r}) "
+                    "and this client has no handler for it",
+                    data={key: request},
+                    method=method,
                 )
             try:
                 answers[key] = yield _Call(handler, (request.get("params") or {},))
@@ -706,7 +729,9 @@ class _Stateless(_Protocol):
                 if wanted == "elicitation/create":
                     answers[key] = {"action": "cancel"}
                 logger.warning(
-                    "The %s handler failed for input request %r; %s", wanted, key,
+                    "The %s handler failed for input request %r; %s",
+                    wanted,
+                    key,
                     "answering cancel" if key in answers else "leaving it unanswered",
                     exc_info=True,
                 )
@@ -750,8 +775,10 @@ class _Stateless(_Protocol):
         if opened.stream is None:
             self._result(request, opened.status, opened.message or opened.text)
             raise MCPClientError(
-                "transport", "subscriptions/listen was answered without an event stream",
-                status=opened.status, method=method,
+                "transport",
+                "subscriptions/listen was answered without an event stream",
+                status=opened.status,
+                method=method,
             )
         parser = _EventParser()
         acknowledged: Any = None
@@ -763,8 +790,10 @@ class _Stateless(_Protocol):
                 if first is not None and _is_response(first):
                     self._result(request, opened.status, first)
                 raise MCPClientError(
-                    "transport", f"The stream did not start with an acknowledgement: {first!r}",
-                    status=opened.status, method=method,
+                    "transport",
+                    f"The stream did not start with an acknowledgement: {first!r}",
+                    status=opened.status,
+                    method=method,
                 )
             acknowledged = first.get("params") or {}
             if during is not None:
@@ -776,18 +805,22 @@ class _Stateless(_Protocol):
                     self._result(request, opened.status, message)
                 if message is None or _is_response(message):
                     raise MCPClientError(
-                        "transport", f"The listen stream ended after {len(collected)} of "
-                        f"{count} notifications", data={"acknowledged": acknowledged,
-                        "notifications": collected}, status=opened.status, method=method,
+                        "transport",
+                        f"The listen stream ended after {len(collected)} of {count} notifications",
+                        data={"acknowledged": acknowledged, "notifications": collected},
+                        status=opened.status,
+                        method=method,
                     )
                 collected.append(message)
         except TimeoutError:
             raise MCPClientError(
                 "timeout",
-                "No acknowledgement" if acknowledged is None
+                "No acknowledgement"
+                if acknowledged is None
                 else f"{len(collected)} of {count} notifications",
                 data={"acknowledged": acknowledged, "notifications": collected},
-                status=opened.status, method=method,
+                status=opened.status,
+                method=method,
             ) from None
         finally:
             yield _Shut(opened.stream)
@@ -902,7 +935,10 @@ class _ClientBase:
         return self._protocol.request("prompts/get", params, meta)
 
     def _complete_op(
-        self, ref: Mapping[str, Any] | str, argument: str, value: str,
+        self,
+        ref: Mapping[str, Any] | str,
+        argument: str,
+        value: str,
         context: Mapping[str, Any] | None,
     ) -> Op[JSON]:
         params: JSON = {"ref": _ref(ref), "argument": {"name": argument, "value": value}}
@@ -914,7 +950,10 @@ class _ClientBase:
         return self._protocol.list_all(method, key)
 
     def _listen_op(
-        self, notifications: Mapping[str, Any] | Iterable[str] | str, count: int, timeout: float,
+        self,
+        notifications: Mapping[str, Any] | Iterable[str] | str,
+        count: int,
+        timeout: float,
         during: Callable[[], Any] | None,
     ) -> Op[JSON]:
         return self._protocol.listen(_listen_filter(notifications), count, timeout, during)
@@ -955,8 +994,14 @@ class MCPClient(_ClientBase):
         timeout: float = 30.0,
     ) -> None:
         super().__init__(
-            server, versions=versions, handlers=handlers, capabilities=capabilities, user=user,
-            headers=headers, max_rounds=max_rounds, timeout=timeout,
+            server,
+            versions=versions,
+            handlers=handlers,
+            capabilities=capabilities,
+            user=user,
+            headers=headers,
+            max_rounds=max_rounds,
+            timeout=timeout,
         )
         #: The Django test client that carries the requests (its cookies hold the login).
         self.django_client = Client()
@@ -1017,7 +1062,10 @@ class MCPClient(_ClientBase):
     # -- the API -------------------------------------------------------------------------
 
     def request(
-        self, method: str, params: Mapping[str, Any] | None = None, *,
+        self,
+        method: str,
+        params: Mapping[str, Any] | None = None,
+        *,
         meta: Mapping[str, Any] | None = None,
     ) -> JSON:
         """Send any request (answering input rounds) and return its result.
@@ -1044,7 +1092,10 @@ class MCPClient(_ClientBase):
         return self._drive(self._list_op("tools/list", "tools"))
 
     def call_tool(
-        self, name: str, arguments: Mapping[str, Any] | None = None, *,
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
         meta: Mapping[str, Any] | None = None,
     ) -> JSON:
         """Call a tool; ``meta`` adds to ``_meta`` (``progressToken``, the log level key).
@@ -1089,7 +1140,10 @@ class MCPClient(_ClientBase):
         return self._drive(self._list_op("prompts/list", "prompts"))
 
     def get_prompt(
-        self, name: str, arguments: Mapping[str, Any] | None = None, *,
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
         meta: Mapping[str, Any] | None = None,
     ) -> JSON:
         """Get a prompt's messages.
@@ -1100,7 +1154,10 @@ class MCPClient(_ClientBase):
         return self._drive(self._get_prompt_op(name, arguments, meta))
 
     def complete(
-        self, ref: Mapping[str, Any] | str, argument: str, value: str,
+        self,
+        ref: Mapping[str, Any] | str,
+        argument: str,
+        value: str,
         context: Mapping[str, Any] | None = None,
     ) -> JSON:
         """Complete an argument of a prompt or a URI template (a ``ref`` with ``://``).
@@ -1180,8 +1237,14 @@ class AsyncMCPClient(_ClientBase):
         timeout: float = 30.0,
     ) -> None:
         super().__init__(
-            server, versions=versions, handlers=handlers, capabilities=capabilities, user=user,
-            headers=headers, max_rounds=max_rounds, timeout=timeout,
+            server,
+            versions=versions,
+            handlers=handlers,
+            capabilities=capabilities,
+            user=user,
+            headers=headers,
+            max_rounds=max_rounds,
+            timeout=timeout,
         )
         #: The Django test client that carries the requests (logged in on first use).
         self.django_client = AsyncClient()
@@ -1234,7 +1297,9 @@ class AsyncMCPClient(_ClientBase):
             await self.django_client.aforce_login(self.user)
             self._logged_in = True
         response = await self.django_client.post(
-            self.path, data=json.dumps(command.body), content_type="application/json",
+            self.path,
+            data=json.dumps(command.body),
+            content_type="application/json",
             headers=command.headers,
         )
         opened = _opened(response, lambda r: _AsyncStream(r) if r.is_async else _ThreadStream(r))
@@ -1243,7 +1308,10 @@ class AsyncMCPClient(_ClientBase):
         return opened
 
     async def request(
-        self, method: str, params: Mapping[str, Any] | None = None, *,
+        self,
+        method: str,
+        params: Mapping[str, Any] | None = None,
+        *,
         meta: Mapping[str, Any] | None = None,
     ) -> JSON:
         """Send any request (answering input rounds) and return its result.
@@ -1270,7 +1338,10 @@ class AsyncMCPClient(_ClientBase):
         return await self._drive(self._list_op("tools/list", "tools"))
 
     async def call_tool(
-        self, name: str, arguments: Mapping[str, Any] | None = None, *,
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
         meta: Mapping[str, Any] | None = None,
     ) -> JSON:
         """As :meth:`MCPClient.call_tool`.
@@ -1313,7 +1384,10 @@ class AsyncMCPClient(_ClientBase):
         return await self._drive(self._list_op("prompts/list", "prompts"))
 
     async def get_prompt(
-        self, name: str, arguments: Mapping[str, Any] | None = None, *,
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
         meta: Mapping[str, Any] | None = None,
     ) -> JSON:
         """As :meth:`MCPClient.get_prompt`.
@@ -1324,7 +1398,10 @@ class AsyncMCPClient(_ClientBase):
         return await self._drive(self._get_prompt_op(name, arguments, meta))
 
     async def complete(
-        self, ref: Mapping[str, Any] | str, argument: str, value: str,
+        self,
+        ref: Mapping[str, Any] | str,
+        argument: str,
+        value: str,
         context: Mapping[str, Any] | None = None,
     ) -> JSON:
         """As :meth:`MCPClient.complete`.

@@ -59,14 +59,31 @@ class DemoServer:
         )
         if kind == "uvicorn":
             command = [
-                sys.executable, "-m", "uvicorn", "project.asgi:application",
-                "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning",
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "project.asgi:application",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--log-level",
+                "warning",
             ]
         else:
             command = [
-                sys.executable, "-m", "gunicorn", "project.wsgi:application",
-                "--bind", f"127.0.0.1:{self.port}", "--workers", "1", "--threads", "8",
-                "--log-level", "warning",
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "project.wsgi:application",
+                "--bind",
+                f"127.0.0.1:{self.port}",
+                "--workers",
+                "1",
+                "--threads",
+                "8",
+                "--log-level",
+                "warning",
             ]
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(command, cwd=ROOT, env=environment, stdout=out, stderr=out)

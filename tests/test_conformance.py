@@ -56,10 +56,13 @@ def test_requirements_2026_07_28(demo_server: DemoServer, tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize(
-    "scenario", ["http-header-validation", "http-custom-header-server-validation", "json-schema-2020-12"]
+    "scenario",
+    ["http-header-validation", "http-custom-header-server-validation", "json-schema-2020-12"],
 )
 def test_unscored_2026_07_28(demo_server: DemoServer, tmp_path: Path, scenario: str) -> None:
-    result = run_suite(demo_server, tmp_path, "--scenario", scenario, "--spec-version", "2026-07-28")
+    result = run_suite(
+        demo_server, tmp_path, "--scenario", scenario, "--spec-version", "2026-07-28"
+    )
     assert not failed_checks(tmp_path), "\n".join(failed_checks(tmp_path))
     assert result.returncode == 0, totals(result.stdout)
 
@@ -74,11 +77,11 @@ def test_requirements_2025_11_25(demo_server: DemoServer, tmp_path: Path) -> Non
     "scenario", ["server-session-lifecycle", "json-schema-2020-12", "server-sse-polling"]
 )
 def test_unscored_2025_11_25(demo_server: DemoServer, tmp_path: Path, scenario: str) -> None:
-    result = run_suite(demo_server, tmp_path, "--scenario", scenario, "--spec-version", "2025-11-25")
+    result = run_suite(
+        demo_server, tmp_path, "--scenario", scenario, "--spec-version", "2025-11-25"
+    )
     checks = [
-        check
-        for path in tmp_path.glob("*/checks.json")
-        for check in json.loads(path.read_text())
+        check for path in tmp_path.glob("*/checks.json") for check in json.loads(path.read_text())
     ]
     assert checks, "the scenario ran no checks"
     bad = [c for c in checks if c["status"] in ("FAILURE", "WARNING")]
@@ -87,7 +90,9 @@ def test_unscored_2025_11_25(demo_server: DemoServer, tmp_path: Path, scenario: 
 
 
 def test_sse_polling_resumes(demo_server: DemoServer, tmp_path: Path) -> None:
-    run_suite(demo_server, tmp_path, "--scenario", "server-sse-polling", "--spec-version", "2025-11-25")
+    run_suite(
+        demo_server, tmp_path, "--scenario", "server-sse-polling", "--spec-version", "2025-11-25"
+    )
     statuses = {
         check["id"]: check["status"]
         for path in tmp_path.glob("*/checks.json")

@@ -19,7 +19,11 @@ def run(coro_fn: Any) -> Any:
 
 
 async def on_elicit(context: Any, params: Any) -> types.ElicitResult:
-    answers = {"Who should I greet?": {"name": "Ada"}, "Name?": {"name": "Ada"}, "Color?": {"color": "blue"}}
+    answers = {
+        "Who should I greet?": {"name": "Ada"},
+        "Name?": {"name": "Ada"},
+        "Color?": {"color": "blue"},
+    }
     return types.ElicitResult(action="accept", content=answers[params.message])
 
 
@@ -40,7 +44,10 @@ def test_list_call_read_get_complete(demo_server: DemoServer) -> None:
             assert [b.type for b in logo.content] == ["text", "image"]
             bad = await c.call_tool("add", {"numbers": ["x"]})
             assert bad.is_error
-            assert bad.content[0].text == "Invalid arguments at /numbers/0: expected number, got string"
+            assert (
+                bad.content[0].text
+                == "Invalid arguments at /numbers/0: expected number, got string"
+            )
             readme = await c.read_resource("file:///readme.txt")
             assert "demo site" in readme.contents[0].text
             ada = await c.read_resource("people://ada")

@@ -21,7 +21,9 @@ def test_typescript_sdk_lists_and_calls(demo_server: DemoServer) -> None:
         pytest.fail("the TypeScript SDK is not installed: run `make conformance-tools`")
     run = subprocess.run(
         [str(NODE), str(SCRIPT), str(SDK), demo_server.url],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert run.returncode == 0, run.stderr
     out = json.loads(run.stdout.strip().splitlines()[-1])

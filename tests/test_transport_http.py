@@ -14,7 +14,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def post(client: Client, body: Any, headers: dict[str, str], path: str = "/mcp") -> Any:
-    return client.post(path, data=json.dumps(body), content_type="application/json", headers=headers)
+    return client.post(
+        path, data=json.dumps(body), content_type="application/json", headers=headers
+    )
 
 
 def call(client: Client, method: str, params: dict[str, Any] | None = None, **kw: Any) -> Any:
@@ -33,7 +35,9 @@ def test_discover(client: Client) -> None:
     result = response.json()["result"]
     assert result["resultType"] == "complete"
     assert result["supportedVersions"] == [MODERN]
-    assert {"tools", "resources", "prompts", "completions", "logging"} <= set(result["capabilities"])
+    assert {"tools", "resources", "prompts", "completions", "logging"} <= set(
+        result["capabilities"]
+    )
     assert result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "django-mcp-app"
     assert result["ttlMs"] == 0 and result["cacheScope"] == "private"
 
@@ -60,7 +64,10 @@ def test_invalid_arguments_named_by_pointer(client: Client) -> None:
     response = call(client, "tools/call", {"name": "add", "arguments": {"numbers": ["x"]}})
     result = response.json()["result"]
     assert result["isError"] is True
-    assert result["content"][0]["text"] == "Invalid arguments at /numbers/0: expected number, got string"
+    assert (
+        result["content"][0]["text"]
+        == "Invalid arguments at /numbers/0: expected number, got string"
+    )
 
 
 def test_unknown_tool(client: Client) -> None:
@@ -89,7 +96,10 @@ def test_complete(client: Client) -> None:
     response = call(
         client,
         "completion/complete",
-        {"ref": {"type": "ref/resource", "uri": "people://{id}"}, "argument": {"name": "id", "value": "a"}},
+        {
+            "ref": {"type": "ref/resource", "uri": "people://{id}"},
+            "argument": {"name": "id", "value": "a"},
+        },
     )
     assert response.json()["result"]["completion"]["values"] == ["ada", "alan"]
 
@@ -170,7 +180,10 @@ def test_allowed_origin(client: Client) -> None:
 def test_disallowed_host_refused(client: Client) -> None:
     body, headers = modern_request("tools/list")
     response = client.post(
-        "/mcp", data=json.dumps(body), content_type="application/json", headers=headers,
+        "/mcp",
+        data=json.dumps(body),
+        content_type="application/json",
+        headers=headers,
         HTTP_HOST="evil.example.com",
     )
     # CommonMiddleware refuses it first (400); without it, the endpoint itself does (403).
@@ -185,6 +198,8 @@ def test_progress_streams_events(client: Client) -> None:
     assert response["Content-Type"] == "text/event-stream"
     assert response["X-Accel-Buffering"] == "no"
     messages = sse_messages(response)
-    progress = [m["params"]["progress"] for m in messages if m.get("method") == "notifications/progress"]
+    progress = [
+        m["params"]["progress"] for m in messages if m.get("method") == "notifications/progress"
+    ]
     assert progress == [0, 50, 100]
     assert messages[-1]["id"] == 1 and messages[-1]["result"]["resultType"] == "complete"

@@ -16,7 +16,7 @@ def backend() -> Backend:
     return _load(conf.DELIVERY_BACKEND)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _load(path: str) -> Backend:
     from django.utils.module_loading import import_string
 

@@ -4,45 +4,52 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='Session',
+            name="Session",
             fields=[
-                ('id', models.CharField(max_length=64, primary_key=True, serialize=False)),
-                ('server', models.CharField(max_length=100)),
-                ('protocol_version', models.CharField(max_length=20)),
-                ('client_info', models.JSONField(blank=True, default=dict)),
-                ('capabilities', models.JSONField(blank=True, default=dict)),
-                ('log_level', models.CharField(blank=True, default='', max_length=16)),
-                ('subscriptions', models.JSONField(blank=True, default=list)),
-                ('caller', models.CharField(default='anonymous', max_length=100)),
-                ('initialized', models.BooleanField(default=False)),
-                ('created', models.DateTimeField(auto_now_add=True)),
-                ('last_seen', models.DateTimeField(db_index=True)),
+                ("id", models.CharField(max_length=64, primary_key=True, serialize=False)),
+                ("server", models.CharField(max_length=100)),
+                ("protocol_version", models.CharField(max_length=20)),
+                ("client_info", models.JSONField(blank=True, default=dict)),
+                ("capabilities", models.JSONField(blank=True, default=dict)),
+                ("log_level", models.CharField(blank=True, default="", max_length=16)),
+                ("subscriptions", models.JSONField(blank=True, default=list)),
+                ("caller", models.CharField(default="anonymous", max_length=100)),
+                ("initialized", models.BooleanField(default=False)),
+                ("created", models.DateTimeField(auto_now_add=True)),
+                ("last_seen", models.DateTimeField(db_index=True)),
             ],
             options={
-                'verbose_name': 'MCP session',
+                "verbose_name": "MCP session",
             },
         ),
         migrations.CreateModel(
-            name='StreamEvent',
+            name="StreamEvent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('session_id', models.CharField(db_index=True, max_length=64)),
-                ('stream', models.CharField(max_length=64)),
-                ('seq', models.PositiveIntegerField()),
-                ('message', models.JSONField()),
-                ('created', models.DateTimeField(auto_now_add=True, db_index=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("session_id", models.CharField(db_index=True, max_length=64)),
+                ("stream", models.CharField(max_length=64)),
+                ("seq", models.PositiveIntegerField()),
+                ("message", models.JSONField()),
+                ("created", models.DateTimeField(auto_now_add=True, db_index=True)),
             ],
             options={
-                'verbose_name': 'MCP stream event',
-                'constraints': [models.UniqueConstraint(fields=('stream', 'seq'), name='mcp_app_event_stream_seq')],
+                "verbose_name": "MCP stream event",
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("stream", "seq"), name="mcp_app_event_stream_seq"
+                    )
+                ],
             },
         ),
     ]

@@ -187,17 +187,23 @@ class Engine:
     ) -> JSON:
         return self._page("templates", "resourceTemplates", params, catalog)
 
-    def prompts_list(self, params: Mapping[str, Any], ctx: RequestContext, catalog: Catalog) -> JSON:
+    def prompts_list(
+        self, params: Mapping[str, Any], ctx: RequestContext, catalog: Catalog
+    ) -> JSON:
         return self._page("prompts", "prompts", params, catalog)
 
     # -- calling -------------------------------------------------------------------------
 
-    def _run(self, handler: Callable[..., Any], is_async: bool, ctx: RequestContext, *args: Any) -> Any:
+    def _run(
+        self, handler: Callable[..., Any], is_async: bool, ctx: RequestContext, *args: Any
+    ) -> Any:
         if is_async:
             return ctx.run_async(handler(*args, ctx))
         return handler(*args, ctx)
 
-    def tools_call(self, params: Mapping[str, Any], ctx: RequestContext, catalog: Catalog) -> Outcome:
+    def tools_call(
+        self, params: Mapping[str, Any], ctx: RequestContext, catalog: Catalog
+    ) -> Outcome:
         name = params.get("name")
         if not isinstance(name, str):
             raise InvalidParams("tools/call needs a tool 'name' (a string)")
@@ -224,7 +230,10 @@ class Engine:
             raise
         except Exception as exc:
             logger.exception("tool %r failed", name)
-            return {"content": [{"type": "text", "text": str(exc) or type(exc).__name__}], "isError": True}
+            return {
+                "content": [{"type": "text", "text": str(exc) or type(exc).__name__}],
+                "isError": True,
+            }
         if isinstance(value, InputRequired):
             return value
         result = results.tool_result(value, has_output_schema=tool.output_schema is not None)
@@ -241,7 +250,9 @@ class Engine:
         problems = self.validator().problems(tool.output_schema, result["structuredContent"])
         if problems:
             raise InternalError(
-                format_problems(problems, prefix=f"Tool {tool.name} returned invalid structured content")
+                format_problems(
+                    problems, prefix=f"Tool {tool.name} returned invalid structured content"
+                )
             )
 
     def resources_read(
@@ -270,7 +281,9 @@ class Engine:
             return value
         return {"contents": results.resource_contents(value, uri, mime_type)}
 
-    def prompts_get(self, params: Mapping[str, Any], ctx: RequestContext, catalog: Catalog) -> Outcome:
+    def prompts_get(
+        self, params: Mapping[str, Any], ctx: RequestContext, catalog: Catalog
+    ) -> Outcome:
         name = params.get("name")
         if not isinstance(name, str):
             raise InvalidParams("prompts/get needs a prompt 'name' (a string)")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from decimal import Decimal, InvalidOperation
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from ..registry import ToolDef
@@ -110,13 +110,18 @@ def parse(
         raise HeaderMismatch("Missing required header: Mcp-Method")
     meta = params.get("_meta")
     if not isinstance(meta, dict):
-        raise InvalidParams("Missing params._meta with the protocol version and client capabilities", http_status=400)
+        raise InvalidParams(
+            "Missing params._meta with the protocol version and client capabilities",
+            http_status=400,
+        )
     meta_version = meta.get(versions.META_PROTOCOL_VERSION)
     if not isinstance(meta_version, str):
         raise InvalidParams(f"Missing _meta[{versions.META_PROTOCOL_VERSION!r}]", http_status=400)
     capabilities = meta.get(versions.META_CLIENT_CAPABILITIES)
     if not isinstance(capabilities, dict):
-        raise InvalidParams(f"Missing _meta[{versions.META_CLIENT_CAPABILITIES!r}]", http_status=400)
+        raise InvalidParams(
+            f"Missing _meta[{versions.META_CLIENT_CAPABILITIES!r}]", http_status=400
+        )
     if header_value(header_version) != meta_version:
         raise HeaderMismatch(
             f"MCP-Protocol-Version header {header_version.strip()!r} does not match "

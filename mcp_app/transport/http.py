@@ -28,9 +28,9 @@ from ..protocol.jsonrpc import (
 )
 from ..registry import Catalog
 from . import sse
-from .sse import Event
 from .legacy import LegacyEndpoint, Resume, SessionStream, is_legacy
 from .listen import Listen
+from .sse import Event
 
 if TYPE_CHECKING:
     from ..server import Server
@@ -163,7 +163,7 @@ class Endpoint:
             return error_reply(None, ParseError("Parse error: the body is not valid JSON"))
         if is_legacy(message, incoming.headers):
             return self.legacy.post(message, incoming)
-        return self.modern(message, incoming)
+        return self.stateless(message, incoming)
 
     def origin_allowed(self, incoming: Incoming) -> bool:
         """Same-origin, allow-listed, or local-to-local requests; no ``Origin`` is allowed."""
@@ -186,7 +186,7 @@ class Endpoint:
 
     # -- the stateless wire --------------------------------------------------------------
 
-    def modern(self, message: Any, incoming: Incoming) -> Reply:
+    def stateless(self, message: Any, incoming: Incoming) -> Reply:
         kind = jsonrpc.classify(message)
         request_id = message.get("id") if isinstance(message, dict) else None
         if kind == "invalid":
@@ -198,9 +198,7 @@ class Endpoint:
             return error_reply(None, InvalidRequest("The stateless wire takes no responses"))
         catalog = self.server.catalog()
         try:
-            req = modern.parse(
-                message, incoming.headers, self.engine.knows, catalog.tool_map.get
-            )
+            req = modern.parse(message, incoming.headers, self.engine.knows, catalog.tool_map.get)
         except ProtocolError as exc:
             return error_reply(request_id, exc)
         ctx = RequestContext(
@@ -249,9 +247,13 @@ class Endpoint:
 
     def finish(self, method: str, result: JSON) -> JSON:
         options = self.server.options
-        return modern.finish(method, result, options.server_info, options.ttl_ms, options.cache_scope)
+        return modern.finish(
+            method, result, options.server_info, options.ttl_ms, options.cache_scope
+        )
 
-    def modern_call(self, req: modern.ModernRequest, ctx: RequestContext, catalog: Catalog) -> tuple[int, JSON]:
+    def modern_call(
+        self, req: modern.ModernRequest, ctx: RequestContext, catalog: Catalog
+    ) -> tuple[int, JSON]:
         """Run one stateless request to its final message and HTTP status."""
         try:
             if req.method in Engine.INPUT_METHODS:
@@ -285,7 +287,9 @@ class Endpoint:
                 server=self.server.name,
             )
 
-    def input_required(self, req: modern.ModernRequest, ctx: RequestContext, outcome: InputRequired) -> JSON:
+    def input_required(
+        self, req: modern.ModernRequest, ctx: RequestContext, outcome: InputRequired
+    ) -> JSON:
         missing = outcome.required_capabilities(ctx.client_capabilities)
         if missing:
             raise MissingClientCapability(missing)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from .. import sessions
 from ..conf import conf
 from ..delivery import backend
+from ..events import StreamLog, events_after, parse_event_id
 from ..input import InputRequired
 from ..protocol import jsonrpc, legacy, versions
 from ..protocol.context import RequestContext
@@ -24,7 +25,6 @@ from ..protocol.jsonrpc import (
 )
 from ..registry import Catalog
 from ..state import caller_id
-from ..events import StreamLog, events_after, parse_event_id
 from .listen import KIND_TO_FILTER, LISTS
 from .sse import Event
 
@@ -48,9 +48,9 @@ def is_legacy(message: Any, headers: Any) -> bool:
     if not isinstance(message, dict):
         return False
     params = message.get("params")
-    if isinstance(params, dict) and isinstance(params.get("_meta"), dict):
-        if versions.META_PROTOCOL_VERSION in params["_meta"]:
-            return False
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    if isinstance(meta, dict) and versions.META_PROTOCOL_VERSION in meta:
+        return False
     header = (headers.get("mcp-protocol-version") or "").strip()
     if header in versions.LEGACY or message.get("method") == "initialize":
         return True
@@ -94,7 +94,9 @@ class SessionStream:
         if channel == self.server.channel("updated"):
             uri = message.get("uri")
             if uri in self.subscriptions:
-                return [Event(jsonrpc.notification("notifications/resources/updated", {"uri": uri}))]
+                return [
+                    Event(jsonrpc.notification("notifications/resources/updated", {"uri": uri}))
+                ]
             return []
         if "subscriptions" in message:
             self.subscriptions = set(message["subscriptions"])
@@ -105,7 +107,9 @@ class SessionStream:
 class Resume:
     """A GET with ``Last-Event-ID``: the rest of a request's stream, replayed then followed."""
 
-    def __init__(self, server: Any, session_id: str, stream: str, seq: int, request_id: Any) -> None:
+    def __init__(
+        self, server: Any, session_id: str, stream: str, seq: int, request_id: Any
+    ) -> None:
         self.server = server
         self.session_id = session_id
         self.stream = stream
@@ -150,7 +154,9 @@ class LegacyEndpoint:
 
         if isinstance(message, dict) and message.get("method") == "initialize":
             if jsonrpc.classify(message) != "request":
-                return error_reply(None, InvalidRequest("initialize must be a request with an id"), 400)
+                return error_reply(
+                    None, InvalidRequest("initialize must be a request with an id"), 400
+                )
             return self.initialize(message, incoming)
         session, refused = self.session(incoming)
         if session is None:
@@ -198,7 +204,9 @@ class LegacyEndpoint:
             return refused  # type: ignore[return-value]
         accept = incoming.headers.get("accept", "")
         if "text/event-stream" not in accept and "*/*" not in accept:
-            return error_reply(None, InvalidRequest("GET streams need Accept: text/event-stream"), 406)
+            return error_reply(
+                None, InvalidRequest("GET streams need Accept: text/event-stream"), 406
+            )
         last = incoming.headers.get("last-event-id")
         if last:
             parsed = parse_event_id(last)
@@ -227,7 +235,10 @@ class LegacyEndpoint:
         if not isinstance(capabilities, dict) or not isinstance(client_info, dict):
             return Reply(
                 200,
-                _error(message["id"], InvalidParams("initialize needs 'capabilities' and 'clientInfo' objects")),
+                _error(
+                    message["id"],
+                    InvalidParams("initialize needs 'capabilities' and 'clientInfo' objects"),
+                ),
             )
         version = legacy.negotiate(params.get("protocolVersion"))
         data = sessions.SessionData(
@@ -242,7 +253,9 @@ class LegacyEndpoint:
         options = self.server.options
         result: JSON = {
             "protocolVersion": version,
-            "capabilities": legacy.capabilities_for(version, options.capabilities(self.server.catalog())),
+            "capabilities": legacy.capabilities_for(
+                version, options.capabilities(self.server.catalog())
+            ),
             "serverInfo": legacy.server_info_for(version, options.server_info),
         }
         if options.instructions:
@@ -274,7 +287,8 @@ class LegacyEndpoint:
             return Reply(200, jsonrpc.result_response(request_id, simple))
         if not self.engine.knows(method):
             return Reply(200, _error(request_id, MethodNotFound(f"Method not found: {method}")))
-        meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+        raw_meta = params.get("_meta")
+        meta: JSON = raw_meta if isinstance(raw_meta, dict) else {}
         ctx = RequestContext(
             method=method,
             params=params,
@@ -297,7 +311,9 @@ class LegacyEndpoint:
         retry = conf.SSE_RETRY_MS if session.protocol_version >= "2025-11-25" else None
         return Reply(200, call=Call(run, ctx, request_id, log=log, retry_ms=retry))
 
-    def session_method(self, method: str, params: JSON, session: sessions.SessionData) -> JSON | None:
+    def session_method(
+        self, method: str, params: JSON, session: sessions.SessionData
+    ) -> JSON | None:
         """Serve the methods that only touch the session; ``None`` for anything else."""
         if method == "ping":
             return {}
@@ -323,7 +339,9 @@ class LegacyEndpoint:
             return {}
         return None
 
-    def batch(self, messages: list[Any], session: sessions.SessionData, incoming: Incoming) -> Reply:
+    def batch(
+        self, messages: list[Any], session: sessions.SessionData, incoming: Incoming
+    ) -> Reply:
         """2025-03-26 batches: each message in turn, the responses as an array."""
         from .http import Reply, error_reply
 
@@ -334,13 +352,15 @@ class LegacyEndpoint:
         answers: list[JSON] = []
         for message in messages:
             if isinstance(message, dict) and message.get("method") == "initialize":
-                answers.append(_error(message.get("id"), InvalidRequest("initialize cannot be batched")))
+                answers.append(
+                    _error(message.get("id"), InvalidRequest("initialize cannot be batched"))
+                )
                 continue
             reply = self.post(message, incoming) if not isinstance(message, list) else None
             if reply is None:
                 answers.append(_error(None, InvalidRequest("Nested batch")))
             elif reply.call is not None:
-                status, final = reply.call.run(lambda event: None)
+                _status, final = reply.call.run(lambda event: None)
                 answers.append(final.message or {})
             elif reply.body is not None:
                 answers.append(reply.body)
@@ -401,7 +421,9 @@ class LegacyEndpoint:
         for key, request in outcome.requests.items():
             request_id = f"{ctx.method}-{uuid.uuid4().hex[:16]}"
             pending[request_id] = key
-            ctx.emit(jsonrpc.request(request_id, request["method"], self.wire_params(request, session)))
+            ctx.emit(
+                jsonrpc.request(request_id, request["method"], self.wire_params(request, session))
+            )
         answers: JSON = {}
         deadline = time.monotonic() + conf.INPUT_TIMEOUT_SECONDS
         while pending:
@@ -414,9 +436,10 @@ class LegacyEndpoint:
                 return "The client did not answer in time"
             if ctx.is_cancelled:
                 return "The request was cancelled"
-            key = pending.pop(str(reply.get("id")), None)
-            if key is None:
+            reply_id = str(reply.get("id"))
+            if reply_id not in pending:
                 continue
+            key = pending.pop(reply_id)
             if "error" in reply:
                 error = reply.get("error") or {}
                 return f"The client refused the request: {error.get('message', 'error')}"

@@ -68,7 +68,9 @@ class Listen:
 
     def opening(self) -> list[Event]:
         """The first message of the stream: the filter the server honours."""
-        ack = self._tagged("notifications/subscriptions/acknowledged", {"notifications": self.honoured})
+        ack = self._tagged(
+            "notifications/subscriptions/acknowledged", {"notifications": self.honoured}
+        )
         return [Event(ack)]
 
     def backlog(self) -> list[Event]:

@@ -12,6 +12,7 @@ from asgiref.sync import sync_to_async
 from django.core.exceptions import DisallowedHost
 from django.db import close_old_connections
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
 
 from ..conf import conf
@@ -104,7 +105,7 @@ def _run(call: Call, put: Callable[[tuple[str, Any]], None]) -> None:
     put((_FINAL, (status, final)))
 
 
-def _first_response(call: Call, kind: str, payload: Any) -> HttpResponse | None:
+def _first_response(call: Call, kind: str, payload: Any) -> HttpResponseBase | None:
     """Plain JSON when the call finished before producing anything else."""
     if kind == _FINAL:
         status, final = payload
@@ -123,11 +124,11 @@ def _encode(kind: str, payload: Any) -> tuple[bytes | None, bool]:
 # -- ASGI ---------------------------------------------------------------------------------
 
 
-def async_view(server: Server) -> Callable[..., Awaitable[HttpResponse]]:
+def async_view(server: Server) -> Callable[..., Awaitable[HttpResponseBase]]:
     """The endpoint for ASGI servers: one thread hop per request, streams as async iterators."""
 
     @csrf_exempt
-    async def mcp_endpoint(request: HttpRequest) -> HttpResponse:
+    async def mcp_endpoint(request: HttpRequest) -> HttpResponseBase:
         reply = await sync_to_async(_prepare, thread_sensitive=False)(server, request)
         if reply is None:
             return host_refused()
@@ -140,7 +141,7 @@ def async_view(server: Server) -> Callable[..., Awaitable[HttpResponse]]:
     return mcp_endpoint
 
 
-async def _stream_async_call(call: Call) -> HttpResponse:
+async def _stream_async_call(call: Call) -> HttpResponseBase:
     loop = asyncio.get_running_loop()
     items: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
 
@@ -177,7 +178,7 @@ async def _stream_async_call(call: Call) -> HttpResponse:
     return StreamingHttpResponse(body(), headers=sse.HEADERS)
 
 
-def _stream_async_listen(stream: Stream) -> HttpResponse:
+def _stream_async_listen(stream: Stream) -> HttpResponseBase:
     loop = asyncio.get_running_loop()
     items: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
 
@@ -209,11 +210,11 @@ def _stream_async_listen(stream: Stream) -> HttpResponse:
 # -- WSGI ---------------------------------------------------------------------------------
 
 
-def sync_view(server: Server) -> Callable[..., HttpResponse]:
+def sync_view(server: Server) -> Callable[..., HttpResponseBase]:
     """The endpoint for WSGI servers: streams are generators fed by a worker thread."""
 
     @csrf_exempt
-    def mcp_endpoint(request: HttpRequest) -> HttpResponse:
+    def mcp_endpoint(request: HttpRequest) -> HttpResponseBase:
         data = incoming(request)
         if data is None:
             return host_refused()
@@ -227,7 +228,7 @@ def sync_view(server: Server) -> Callable[..., HttpResponse]:
     return mcp_endpoint
 
 
-def _stream_sync_call(call: Call) -> HttpResponse:
+def _stream_sync_call(call: Call) -> HttpResponseBase:
     items: queue.Queue[tuple[str, Any]] = queue.Queue()
     threading.Thread(target=_run, args=(call, items.put), daemon=True).start()
     kind, payload = items.get()
@@ -257,7 +258,7 @@ def _stream_sync_call(call: Call) -> HttpResponse:
     return StreamingHttpResponse(body(), headers=sse.HEADERS)
 
 
-def _stream_sync_listen(stream: Stream) -> HttpResponse:
+def _stream_sync_listen(stream: Stream) -> HttpResponseBase:
     items: queue.Queue[tuple[str, Any]] = queue.Queue()
 
     def body() -> Iterator[bytes]:

@@ -113,7 +113,11 @@ def two_steps(arguments: dict[str, Any], context: RequestContext) -> Any:
         return input_required({"name": elicit("Name?", form)})
     color = _accepted(context.input_response("color"), "color")
     if color is None:
-        form = {"type": "object", "properties": {"color": {"type": "string"}}, "required": ["color"]}
+        form = {
+            "type": "object",
+            "properties": {"color": {"type": "string"}},
+            "required": ["color"],
+        }
         return input_required({"color": elicit("Color?", form)}, state={"name": name})
     return f"{name} likes {color}"
 
