@@ -44,3 +44,18 @@ class StreamEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.stream}-{self.seq}"
+
+
+class DeliveryMessage(models.Model):
+    """A message published through the database delivery backend, polled by every process."""
+
+    id = models.BigAutoField(primary_key=True)
+    channel = models.CharField(max_length=200)
+    message = models.JSONField()
+    created = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        verbose_name = "MCP delivery message"
+
+    def __str__(self) -> str:
+        return f"{self.channel} #{self.id}"
