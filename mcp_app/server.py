@@ -61,6 +61,7 @@ class Server:
         cache_scope: str = "private",
         logging: bool = True,
         server_name: str | None = None,
+        rows: bool = True,
     ) -> None:
         if cache_scope not in ("private", "public"):
             raise ValueError("cache_scope must be 'private' or 'public'")
@@ -87,7 +88,11 @@ class Server:
         self._templates: dict[str, TemplateDef] = {}
         self._prompts: dict[str, PromptDef] = {}
         self._generation = 0
+        self._builds = 0
         self._catalog: Catalog | None = None
+        self._stamp: tuple[int, int] = (-1, -1)
+        #: Whether definitions stored as rows (``mcp_app.models``) join this server's catalog.
+        self.rows = rows
         self._listeners: list[Callable[[Server, set[str]], None]] = []
         servers[name] = self
 
@@ -102,20 +107,44 @@ class Server:
         return self._generation
 
     def catalog(self) -> Catalog:
-        """The current snapshot; built once per generation and shared by requests."""
+        """The current snapshot; built once per generation and shared by requests.
+
+        The generation combines this process's code changes with the committed edits of
+        definitions stored as rows (one indexed query), so every worker sees an edit on
+        its next request.
+        """
+        stamp = (self._generation, self._row_generation())
         catalog = self._catalog
-        if catalog is not None and catalog.generation == self._generation:
+        if catalog is not None and self._stamp == stamp:
             return catalog
         with self._lock:
+            tools = list(self._tools.values())
+            resources = list(self._resources.values())
+            templates = list(self._templates.values())
+            prompts = list(self._prompts.values())
+            if self.rows:
+                from . import rows
+
+                tools, resources, templates, prompts = rows.merge(
+                    self.name, tools, resources, templates, prompts
+                )
+            self._builds += 1
             catalog = Catalog(
-                self._generation,
-                tools=list(self._tools.values()),
-                resources=list(self._resources.values()),
-                templates=list(self._templates.values()),
-                prompts=list(self._prompts.values()),
+                self._builds,
+                tools=tools,
+                resources=resources,
+                templates=templates,
+                prompts=prompts,
             )
-            self._catalog = catalog
+            self._catalog, self._stamp = catalog, stamp
             return catalog
+
+    def _row_generation(self) -> int:
+        if not self.rows:
+            return 0
+        from . import rows
+
+        return rows.generation(self.name)
 
     def on_change(self, listener: Callable[[Server, set[str]], None]) -> None:
         """Call ``listener(server, kinds)`` after definitions of those kinds change."""
