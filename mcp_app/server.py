@@ -21,6 +21,11 @@ __all__ = ["Server", "servers", "site"]
 servers: dict[str, Server] = {}
 
 
+def channel_name(server_name: str, topic: str) -> str:
+    """The delivery channel of a server's topic, for processes that do not serve it."""
+    return f"mcp:{server_name}:{topic}"
+
+
 #: The catalog kind behind each label used in messages.
 _KINDS = {
     "tool": "tools",
@@ -160,7 +165,7 @@ class Server:
 
     def channel(self, topic: str) -> str:
         """The delivery channel of one of this server's topics (``lists``, ``updated``)."""
-        return f"mcp:{self.name}:{topic}"
+        return channel_name(self.name, topic)
 
     def announce(self, message: JSON, topic: str) -> None:
         """Publish ``message`` on a topic once the current transaction commits.

@@ -311,6 +311,8 @@ def _opened(response: Any, stream: Callable[[Any], Any]) -> _Opened:
     if getattr(response, "streaming", False):
         if response.get("Content-Type", "").startswith("text/event-stream"):
             return _Opened(status, stream=stream(response))
+        if getattr(response, "is_async", False):
+            return _Opened(status, text=f"<{response.get('Content-Type', '')} stream>")
         text = b"".join(response.streaming_content).decode(errors="replace")
         return _Opened(status, text=text)
     text = response.content.decode(errors="replace")
@@ -972,8 +974,9 @@ class MCPClient(_ClientBase):
     every request. ``max_rounds`` bounds the input rounds of one request; ``timeout`` bounds
     the wait for a streamed response.
 
-    Methods return the JSON-RPC ``result`` as a dict. Handler exceptions propagate out of
-    the request, as ``django.test.Client`` re-raises them.
+    Methods return the JSON-RPC ``result`` as a dict. An exception that the endpoint answers
+    with an internal error (-32603) is re-raised, as ``django.test.Client`` does; a tool's
+    exception is an ``isError`` result, as on the wire.
 
     Raises:
         NotImplementedError: ``versions`` names no 2026-07-28 (or later) revision:

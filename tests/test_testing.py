@@ -105,6 +105,11 @@ def progress(arguments: dict[str, Any], context: RequestContext) -> str:
     return "done"
 
 
+@own.prompt()
+def broken(arguments: dict[str, Any], context: RequestContext) -> str:
+    raise RuntimeError("a bug in a prompt")
+
+
 @nested.tool()
 def ping(arguments: dict[str, Any], context: RequestContext) -> str:
     return "pong"
@@ -205,7 +210,9 @@ def test_info() -> None:
 
 
 def test_text() -> None:
-    tool = {"content": [{"type": "text", "text": "a"}, {"type": "image"}, {"type": "text", "text": "b"}]}
+    tool = {
+        "content": [{"type": "text", "text": "a"}, {"type": "image"}, {"type": "text", "text": "b"}]
+    }
     prompt = {
         "messages": [
             {"role": "user", "content": {"type": "text", "text": "c"}},
@@ -422,7 +429,12 @@ def test_listen_collects_notifications_after_the_acknowledgement() -> None:
     assert notification["params"]["_meta"] == {
         "io.modelcontextprotocol/subscriptionId": subscription
     }
-    again = c.listen(["toolsListChanged"], count=2, during=lambda: [announce_tools(own) for _ in range(2)])
+
+    def twice() -> None:
+        announce_tools(own)
+        announce_tools(own)
+
+    again = c.listen(["toolsListChanged"], count=2, during=twice)
     assert len(again["notifications"]) == 2
 
 
@@ -462,7 +474,9 @@ def test_error_kinds_and_repr() -> None:
     error = caught.value
     assert (error.kind, error.code, error.status) == ("protocol", -32602, 200)
     assert repr(error).startswith("MCPClientError(kind='protocol', code=-32602, message=")
-    assert str(error).startswith("protocol: ") and "(code -32602, HTTP 200, tools/call)" in str(error)
+    assert str(error).startswith("protocol: ") and "(code -32602, HTTP 200, tools/call)" in str(
+        error
+    )
 
     # A refused Origin: an id-less JSON-RPC error.
     with pytest.raises(MCPClientError) as caught:
@@ -473,6 +487,12 @@ def test_error_kinds_and_repr() -> None:
     with pytest.raises(MCPClientError) as caught:
         MCPClient(headers={"Host": "evil.example"}).list_tools()
     assert (caught.value.kind, caught.value.status, caught.value.code) == ("transport", 400, None)
+
+
+@routed
+def test_internal_errors_are_re_raised_as_django_test_client_does() -> None:
+    with pytest.raises(RuntimeError, match="a bug in a prompt"):
+        MCPClient(own).get_prompt("broken")
 
 
 # -- the async client ------------------------------------------------------------------------
