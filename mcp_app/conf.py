@@ -25,6 +25,12 @@ DEFAULTS: dict[str, Any] = {
     "KEEPALIVE_SECONDS": 15.0,
     # Dotted path of the mcp_app.delivery.Backend that carries notifications.
     "DELIVERY_BACKEND": "mcp_app.delivery.local.LocalBackend",
+    # Seconds between polls of the database delivery backend.
+    "DELIVERY_POLL_SECONDS": 0.5,
+    # Seconds the database delivery backend keeps published messages.
+    "DELIVERY_RETENTION_SECONDS": 60,
+    # The Redis server of the Redis delivery backend.
+    "REDIS_URL": "redis://127.0.0.1:6379/0",
     # Dotted path of the mcp_app.sessions.SessionStore for initialize-era sessions.
     "SESSION_STORE": "mcp_app.sessions.DatabaseSessionStore",
     # The cache alias CacheSessionStore uses.
@@ -92,6 +98,18 @@ class Settings:
     @property
     def DELIVERY_BACKEND(self) -> str:
         return str(self._get("DELIVERY_BACKEND"))
+
+    @property
+    def DELIVERY_POLL_SECONDS(self) -> float:
+        return float(self._get("DELIVERY_POLL_SECONDS"))
+
+    @property
+    def DELIVERY_RETENTION_SECONDS(self) -> float:
+        return float(self._get("DELIVERY_RETENTION_SECONDS"))
+
+    @property
+    def REDIS_URL(self) -> str:
+        return str(self._get("REDIS_URL"))
 
     @property
     def SESSION_STORE(self) -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from datetime import timedelta
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any
 
 from django.core import signing

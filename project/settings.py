@@ -14,6 +14,9 @@ env = environ.Env(
     ALLOWED_HOSTS=(list, ["localhost", "127.0.0.1", "[::1]"]),
     MCP_ALLOWED_ORIGINS=(list, []),
     MCP_VIEW=(str, "async"),
+    MCP_DELIVERY_BACKEND=(str, "mcp_app.delivery.local.LocalBackend"),
+    MCP_DELIVERY_POLL_SECONDS=(float, 0.5),
+    REDIS_URL=(str, "redis://127.0.0.1:6379/0"),
 )
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 
@@ -78,6 +81,9 @@ STATIC_ROOT = BASE_DIR / "staticfiles"
 MCP_APP = {
     "ALLOWED_ORIGINS": env("MCP_ALLOWED_ORIGINS"),
     "VIEW": env("MCP_VIEW"),
+    "DELIVERY_BACKEND": env("MCP_DELIVERY_BACKEND"),
+    "DELIVERY_POLL_SECONDS": env("MCP_DELIVERY_POLL_SECONDS"),
+    "REDIS_URL": env("REDIS_URL"),
 }
 
 LOGGING = {

@@ -68,7 +68,7 @@ def test_overrides_are_read_live_and_coerced() -> None:
         assert isinstance(conf.KEEPALIVE_SECONDS, float)
         assert conf.VIEW == "sync"
         assert conf.MAX_BODY_BYTES == 10
-    assert conf.VIEW == "async"
+    assert conf.KEEPALIVE_SECONDS == 15.0
     assert conf.VALIDATE_INPUT is True
 
 

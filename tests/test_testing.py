@@ -418,10 +418,10 @@ def test_notifications_of_a_request_stream() -> None:
 def test_listen_collects_notifications_after_the_acknowledgement() -> None:
     c = MCPClient(own)
     got = c.listen(
-        {"toolsListChanged": True, "promptsListChanged": True},
+        {"toolsListChanged": True, "resourcesListChanged": True},
         during=lambda: announce_tools(own),
     )
-    # The server has no prompts, so it does not honour promptsListChanged.
+    # The server has no resources, so it does not honour resourcesListChanged.
     assert got["acknowledged"]["notifications"] == {"toolsListChanged": True}
     subscription = got["acknowledged"]["_meta"]["io.modelcontextprotocol/subscriptionId"]
     [notification] = got["notifications"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import queue
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
@@ -20,6 +19,7 @@ from ..delivery import backend
 from ..protocol import jsonrpc
 from . import sse
 from .http import Call, Incoming, Reply
+from .pipe import Empty, Pipe
 from .sse import Event
 
 if TYPE_CHECKING:
@@ -142,14 +142,9 @@ def async_view(server: Server) -> Callable[..., Awaitable[HttpResponseBase]]:
 
 
 async def _stream_async_call(call: Call) -> HttpResponseBase:
-    loop = asyncio.get_running_loop()
-    items: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
-
-    def put(item: tuple[str, Any]) -> None:
-        loop.call_soon_threadsafe(items.put_nowait, item)
-
-    task = asyncio.ensure_future(sync_to_async(_run, thread_sensitive=False)(call, put))
-    kind, payload = await items.get()
+    items = Pipe()
+    task = asyncio.ensure_future(sync_to_async(_run, thread_sensitive=False)(call, items.put))
+    kind, payload = await items.aget()
     plain = _first_response(call, kind, payload)
     if plain is not None:
         await task
@@ -169,7 +164,7 @@ async def _stream_async_call(call: Call) -> HttpResponseBase:
                 if end:
                     released = data is None
                     return
-                item = await items.get()
+                item = await items.aget()
         finally:
             # A client that went away cancels the call; one the server let go of does not.
             if not released:
@@ -179,14 +174,9 @@ async def _stream_async_call(call: Call) -> HttpResponseBase:
 
 
 def _stream_async_listen(stream: Stream) -> HttpResponseBase:
-    loop = asyncio.get_running_loop()
-    items: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
-
-    def sink(channel: str, message: dict[str, Any]) -> None:
-        loop.call_soon_threadsafe(items.put_nowait, (channel, message))
-
     async def body() -> AsyncIterator[bytes]:
-        unsubscribe = backend().subscribe(stream.channels, sink)
+        items = Pipe()
+        unsubscribe = backend().subscribe(stream.channels, lambda c, m: items.put((c, m)))
         try:
             opening = stream.opening() + await sync_to_async(stream.backlog)()
             if not opening:
@@ -195,8 +185,8 @@ def _stream_async_listen(stream: Stream) -> HttpResponseBase:
                 yield event.encode()
             while not stream.finished:
                 try:
-                    channel, message = await asyncio.wait_for(items.get(), conf.KEEPALIVE_SECONDS)
-                except TimeoutError:
+                    channel, message = await items.aget(conf.KEEPALIVE_SECONDS)
+                except Empty:
                     yield sse.comment()
                     continue
                 for event in stream.notifications(channel, message):
@@ -229,7 +219,7 @@ def sync_view(server: Server) -> Callable[..., HttpResponseBase]:
 
 
 def _stream_sync_call(call: Call) -> HttpResponseBase:
-    items: queue.Queue[tuple[str, Any]] = queue.Queue()
+    items = Pipe()
     threading.Thread(target=_run, args=(call, items.put), daemon=True).start()
     kind, payload = items.get()
     plain = _first_response(call, kind, payload)
@@ -259,9 +249,8 @@ def _stream_sync_call(call: Call) -> HttpResponseBase:
 
 
 def _stream_sync_listen(stream: Stream) -> HttpResponseBase:
-    items: queue.Queue[tuple[str, Any]] = queue.Queue()
-
     def body() -> Iterator[bytes]:
+        items = Pipe()
         unsubscribe = backend().subscribe(stream.channels, lambda c, m: items.put((c, m)))
         try:
             opening = stream.opening() + stream.backlog()
@@ -271,8 +260,8 @@ def _stream_sync_listen(stream: Stream) -> HttpResponseBase:
                 yield event.encode()
             while not stream.finished:
                 try:
-                    channel, message = items.get(timeout=conf.KEEPALIVE_SECONDS)
-                except queue.Empty:
+                    channel, message = items.get(conf.KEEPALIVE_SECONDS)
+                except Empty:
                     yield sse.comment()
                     continue
                 for event in stream.notifications(channel, message):
