@@ -9,7 +9,7 @@ CONFORMANCE = $(TOOLS)/conformance/node_modules/@modelcontextprotocol/conformanc
 CONFORMANCE_VERSION = 0.2.0-alpha.12
 PYTEST_ARGS ?=
 
-.PHONY: install run test unit lint typecheck conformance-tools test-django6 clean
+.PHONY: install run test unit lint typecheck conformance-tools services test-django6 clean
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -44,8 +44,20 @@ $(TSCLIENT):
 
 conformance-tools: $(NODE) $(CONFORMANCE) $(TSCLIENT)
 
+# Every test: lint and types, the whole suite (unit, end to end against real server processes,
+# the conformance suite) on SQLite with real Redis, the unit tests again through the sync view,
+# and once more on a real PostgreSQL server.
 test: install conformance-tools
-	$(BIN)/python -m pytest --cov --cov-report=term $(PYTEST_ARGS)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy mcp_app
+	eval "$$(bash scripts/services.sh start)" && \
+		$(BIN)/python -m pytest --cov --cov-report=term $(PYTEST_ARGS) && \
+		MCP_VIEW=sync $(BIN)/python -m pytest -q -m "not e2e" $(PYTEST_ARGS) && \
+		TEST_DATABASE_URL=$$POSTGRES_URL $(BIN)/python -m pytest -q -m "not e2e" $(PYTEST_ARGS)
+
+services:
+	bash scripts/services.sh start
 
 unit: install
 	$(BIN)/python -m pytest -m "not e2e and not conformance" $(PYTEST_ARGS)

@@ -82,6 +82,8 @@ class DemoServer:
                 "1",
                 "--threads",
                 "8",
+                "--graceful-timeout",
+                "1",
                 "--log-level",
                 "warning",
             ]
