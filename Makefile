@@ -70,8 +70,10 @@ typecheck: install
 	$(BIN)/mypy mcp_app
 
 # The unit tests on Python 3.12 with the newest Django 6.x, where python3.12 exists.
+PY312 ?= python3.12
+
 test-django6:
-	test -x .venv312/bin/python || python3.12 -m venv .venv312
+	test -x .venv312/bin/python || $(PY312) -m venv .venv312
 	.venv312/bin/python -m pip install -q --upgrade pip
 	.venv312/bin/python -m pip install -q -e ".[dev]" "django>=6,<7"
 	.venv312/bin/python -m pytest -m "not e2e and not conformance" -q $(PYTEST_ARGS)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +21,7 @@ JSON = dict[str, Any]
 def parse_event_id(event_id: str) -> tuple[str, int] | None:
     """``(stream, seq)`` of an event id, or ``None`` if it is not one of ours."""
     stream, _, seq = event_id.strip().rpartition("-")
-    if not stream or not seq.isdigit():
+    if not stream or not (seq.isascii() and seq.isdigit()):
         return None
     return stream, int(seq)
 
@@ -33,35 +34,75 @@ class StreamLog:
         self.session_id = session_id
         self.stream = secrets.token_hex(8)
         self.seq = 0
+        self.opened = False
 
     @property
     def channel(self) -> str:
-        return self.server.channel(f"stream:{self.stream}")
+        return stream_channel(self.server, self.session_id, self.stream)
+
+    def open(self) -> None:
+        """Record the stream's start (its priming event), binding it to the session."""
+        if not self.opened:
+            self.opened = True
+            _write(self.session_id, self.stream, 0, {}, None)
 
     def priming_id(self) -> str:
         return f"{self.stream}-0"
 
     def append(self, message: JSON) -> str:
-        """Record ``message`` and return its event id."""
-        from .models import StreamEvent
-
+        """Record ``message``, publish it on the stream's channel, and return its event id."""
+        self.open()
         self.seq += 1
-        StreamEvent.objects.create(
-            session_id=self.session_id, stream=self.stream, seq=self.seq, message=message
-        )
-        event_id = f"{self.stream}-{self.seq}"
-        backend().publish(self.channel, {"seq": self.seq, "message": message})
-        return event_id
+        _write(self.session_id, self.stream, self.seq, message, self.channel)
+        return f"{self.stream}-{self.seq}"
 
 
-def events_after(session_id: str, stream: str, seq: int) -> list[tuple[int, JSON]] | None:
-    """The stream's events after ``seq``; ``None`` if the stream is not this session's."""
+#: Events are written by one thread of their own, on its own database connection, so they
+#: are committed at once and in order, whatever transaction the handler that emits them is in
+#: (a rolled-back attempt must not take its progress messages with it, and other workers must
+#: be able to replay a stream while its call still runs).
+_writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-events")
+WRITE_TIMEOUT = 30.0
+
+
+def _write(session_id: str, stream: str, seq: int, message: JSON, channel: str | None) -> None:
+    _writer.submit(_store, session_id, stream, seq, message, channel).result(WRITE_TIMEOUT)
+
+
+def _store(session_id: str, stream: str, seq: int, message: JSON, channel: str | None) -> None:
+    from django.db import connections
+
     from .models import StreamEvent
 
-    rows = StreamEvent.objects.filter(session_id=session_id, stream=stream)
-    if seq > 0 and not rows.filter(seq__lte=seq).exists():
+    try:
+        StreamEvent.objects.create(session_id=session_id, stream=stream, seq=seq, message=message)
+    finally:
+        # No connection is left open in this thread between writes.
+        connections.close_all()
+    if channel is not None:
+        backend().publish(channel, {"seq": seq, "message": message})
+
+
+def stream_channel(server: Server, session_id: str, stream: str) -> str:
+    """The channel a session's stream is followed on (scoped by session, so no other reads it)."""
+    return server.channel(f"stream:{session_id}:{stream}")
+
+
+def events_from(session_id: str, stream: str, seq: int) -> list[tuple[int, JSON]] | None:
+    """The stream's event ``seq`` and those after it; ``None`` if this session has no such event.
+
+    Event 0 is the stream's priming event, recorded when the stream starts.
+    """
+    from .models import StreamEvent
+
+    rows = list(
+        StreamEvent.objects.filter(session_id=session_id, stream=stream, seq__gte=seq)
+        .order_by("seq")
+        .values_list("seq", "message")
+    )
+    if not rows or rows[0][0] != seq:
         return None
-    return [(row.seq, row.message) for row in rows.filter(seq__gt=seq).order_by("seq")]
+    return rows
 
 
 def clean_events() -> int:
@@ -70,3 +111,9 @@ def clean_events() -> int:
 
     cutoff = timezone.now() - timedelta(seconds=conf.EVENT_RETENTION_SECONDS)
     return StreamEvent.objects.filter(created__lt=cutoff).delete()[0]
+
+
+def events_after(session_id: str, stream: str, seq: int) -> list[tuple[int, JSON]] | None:
+    """The stream's events after ``seq``; ``None`` if this session has no event ``seq``."""
+    found = events_from(session_id, stream, seq)
+    return None if found is None else found[1:]

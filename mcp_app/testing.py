@@ -23,7 +23,7 @@ from collections.abc import (
     Iterable,
     Mapping,
 )
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeAlias, TypeVar, cast
 
 from asgiref.sync import async_to_sync, iscoroutinefunction, sync_to_async
@@ -37,6 +37,7 @@ from . import __version__
 from .input import INPUT_METHODS
 from .protocol import versions as revisions
 from .server import Server, servers, site
+from .transport.listen import LISTS
 
 __all__ = ["AsyncMCPClient", "MCPClient", "MCPClientError"]
 
@@ -55,6 +56,10 @@ HANDLER_CAPABILITIES: dict[str, JSON] = {
 #: Methods whose name or URI travels in ``Mcp-Name``, and the param that holds it.
 NAMED_PARAMS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 ACCEPT = "application/json, text/event-stream"
+#: How many times one request's stream is resumed (GET with ``Last-Event-ID``) at most.
+RESUME_ATTEMPTS = 5
+#: Seconds allowed beyond a bounded operation for the private event loop to hand back its result.
+PORTAL_MARGIN = 5.0
 BASE64_SENTINEL = "=?base64?"
 _PLAIN_HEADER = re.compile(r"[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?")
 
@@ -65,12 +70,15 @@ class MCPClientError(Exception):
     ``kind`` says why:
 
     * ``"protocol"``: the server answered with a JSON-RPC error (``code``, ``message``, ``data``);
-    * ``"unsupported"``: the server asked for input this client has no handler for;
+    * ``"unsupported"``: the server asked for input this client has no handler for (2026-07-28),
+      or answered ``initialize`` with a version not in ``versions``;
     * ``"max_rounds"``: the server still asked for input after ``max_rounds`` answered rounds;
     * ``"timeout"``: a stream did not deliver in time (``data`` holds what did arrive);
     * ``"transport"``: the HTTP answer is not a valid MCP answer.
 
-    ``status`` is the HTTP status of the answer, when there was one.
+    ``status`` is the HTTP status of the answer, when there was one; a JSON-RPC error is kind
+    ``"protocol"`` whatever the status (a request in an ended session: 404, code -32600).
+    ``method`` is the JSON-RPC method, or the HTTP verb of a GET or DELETE.
     """
 
     def __init__(
@@ -213,6 +221,18 @@ def _ref(ref: Mapping[str, Any] | str) -> JSON:
     return {"type": "ref/prompt", "name": ref}
 
 
+def _declared(handlers: Iterable[str], version: str) -> JSON:
+    """The capabilities that the input handlers call for, as ``version`` spells them."""
+    declared: JSON = {}
+    for method in handlers:
+        capability = HANDLER_CAPABILITIES[method]
+        if method == "elicitation/create" and version < "2025-11-25":
+            # Before 2025-11-25 elicitation had no modes: an empty object meant forms.
+            capability = {"elicitation": {}}
+        declared = _merge(declared, capability)
+    return declared
+
+
 def _listen_filter(notifications: Mapping[str, Any] | Iterable[str] | str) -> JSON:
     if isinstance(notifications, Mapping):
         return dict(notifications)
@@ -226,29 +246,60 @@ def _is_response(message: JSON) -> bool:
 
 
 class _EventParser:
-    """Splits ``text/event-stream`` bytes into the JSON messages of their ``data`` fields."""
+    """Splits ``text/event-stream`` bytes into the JSON messages of their ``data`` fields.
+
+    It also keeps what resuming a stream needs: the last event id (a priming event with empty
+    data sets it too) and the ``retry`` delay the server asked for.
+    """
 
     def __init__(self) -> None:
+        self._ready: deque[JSON] = deque()
         self._decoder = codecs.getincrementaldecoder("utf-8")()
         self._buffer = ""
-        self._ready: deque[JSON] = deque()
+        #: Events read in full, comments and keep-alives included.
+        self.events = 0
+        self.last_id: str | None = None
+        self.retry_ms: int | None = None
+
+    def restart(self) -> None:
+        """Read a new connection: a cut-off event of the old one is dropped, the id kept."""
+        self._decoder = codecs.getincrementaldecoder("utf-8")()
+        self._buffer = ""
 
     def feed(self, chunk: bytes) -> None:
+        """Take more bytes of the stream.
+
+        Raises:
+            MCPClientError: ``transport``, when an event's data is not a JSON object.
+        """
         self._buffer += self._decoder.decode(chunk).replace("\r\n", "\n")
         while "\n\n" in self._buffer:
             block, self._buffer = self._buffer.split("\n\n", 1)
-            lines = [line[5:] for line in block.split("\n") if line.startswith("data:")]
-            data = "\n".join(line[1:] if line.startswith(" ") else line for line in lines)
-            if not data.strip():
-                continue  # a comment, a keep-alive, or a priming event
-            try:
-                message = json.loads(data)
-            except ValueError:
-                shown = data[:200]
-                raise MCPClientError("transport", f"Event data is not JSON: {shown!r}") from None
-            if not isinstance(message, dict):
-                raise MCPClientError("transport", f"Event data is not a message: {data[:200]!r}")
-            self._ready.append(message)
+            self.events += 1
+            self._event(block)
+
+    def _event(self, block: str) -> None:
+        lines: list[str] = []
+        for line in block.split("\n"):
+            name, _, value = line.partition(":")  # a comment line has an empty name
+            value = value[1:] if value.startswith(" ") else value
+            if name == "data":
+                lines.append(value)
+            elif name == "id" and "\0" not in value:
+                self.last_id = value or None
+            elif name == "retry" and value.isdigit():
+                self.retry_ms = int(value)
+        data = "\n".join(lines)
+        if not data.strip():
+            return  # a comment, a keep-alive, or a priming event
+        try:
+            message = json.loads(data)
+        except ValueError:
+            shown = data[:200]
+            raise MCPClientError("transport", f"Event data is not JSON: {shown!r}") from None
+        if not isinstance(message, dict):
+            raise MCPClientError("transport", f"Event data is not a message: {data[:200]!r}")
+        self._ready.append(message)
 
     def pop(self) -> JSON | None:
         return self._ready.popleft() if self._ready else None
@@ -258,15 +309,26 @@ class _EventParser:
 #
 # Every operation is a generator yielding these commands; MCPClient performs them with
 # django.test.Client and AsyncMCPClient with django.test.AsyncClient, so the protocol logic
-# (headers, MRTR rounds, pagination, event streams) is written once.
+# (headers, sessions, input, pagination, event streams) is written once.
 
 
 @dataclass(frozen=True)
 class _Open:
-    """POST a JSON-RPC request; the driver answers with an ``_Opened``."""
+    """Send an HTTP request; the driver answers with an ``_Opened``.
 
-    body: JSON
+    A POST carries the JSON-RPC message ``body``; a GET (a stream) and a DELETE carry none.
+    """
+
+    body: JSON | None
     headers: dict[str, str]
+    verb: str = "POST"
+
+    @property
+    def label(self) -> str:
+        """What an error names: the JSON-RPC method, or the HTTP verb of a bodiless request."""
+        if self.body is not None and isinstance(self.body.get("method"), str):
+            return str(self.body["method"])
+        return self.verb
 
 
 @dataclass(frozen=True)
@@ -293,6 +355,13 @@ class _Call:
 
 
 @dataclass(frozen=True)
+class _Wait:
+    """Sleep: the delay a server asks for before a stream is resumed."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
 class _Opened:
     """What came back from an ``_Open``: a JSON message, or an event stream to read."""
 
@@ -300,27 +369,58 @@ class _Opened:
     message: Any = None
     text: str = ""
     stream: Any = None
+    #: The response headers, by lower-case name.
+    headers: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def answer(self) -> Any:
+        """The JSON message, else the body's text."""
+        return self.message if self.message is not None else self.text
 
 
-_Command: TypeAlias = _Open | _Read | _Shut | _Call
+_Command: TypeAlias = _Open | _Read | _Shut | _Call | _Wait
 Op: TypeAlias = Generator[_Command, Any, T]
 
 
 def _opened(response: Any, stream: Callable[[Any], Any]) -> _Opened:
     status = int(response.status_code)
+    headers = {str(name).lower(): str(value) for name, value in response.items()}
     if getattr(response, "streaming", False):
         if response.get("Content-Type", "").startswith("text/event-stream"):
-            return _Opened(status, stream=stream(response))
+            return _Opened(status, stream=stream(response), headers=headers)
         if getattr(response, "is_async", False):
-            return _Opened(status, text=f"<{response.get('Content-Type', '')} stream>")
+            text = f"<{response.get('Content-Type', '')} stream>"
+            return _Opened(status, text=text, headers=headers)
         text = b"".join(response.streaming_content).decode(errors="replace")
-        return _Opened(status, text=text)
+        return _Opened(status, text=text, headers=headers)
     text = response.content.decode(errors="replace")
     try:
         message = json.loads(text) if text else None
     except ValueError:
         message = None
-    return _Opened(status, message, text)
+    return _Opened(status, message, text, headers=headers)
+
+
+def _http(client: Any, command: _Open, path: str) -> Any:
+    """Send ``command`` with a Django test client: a response, or (``AsyncClient``) its awaitable."""
+    if command.verb == "POST":
+        return client.post(
+            path,
+            data=json.dumps(command.body),
+            content_type="application/json",
+            headers=command.headers,
+        )
+    if command.verb == "GET":
+        return client.get(path, headers=command.headers)
+    if command.verb == "DELETE":
+        return client.delete(path, headers=command.headers)
+    raise ValueError(f"Unknown HTTP verb {command.verb!r}")
+
+
+def _timed_out(command: _Open, seconds: float) -> MCPClientError:
+    return MCPClientError(
+        "timeout", f"No HTTP answer within {seconds} seconds", method=command.label
+    )
 
 
 # -- streams -------------------------------------------------------------------------------
@@ -441,8 +541,18 @@ class _Portal:
                 cls._instance = cls()
             return cls._instance
 
-    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
+    def run(self, coroutine: Coroutine[Any, Any, T], timeout: float) -> T:
+        """Run ``coroutine`` on the loop and wait for it, at most ``timeout`` seconds.
+
+        Raises:
+            TimeoutError: it did not finish in time (it is cancelled).
+        """
+        future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+        try:
+            return future.result(timeout)
+        except TimeoutError:
+            future.cancel()
+            raise
 
 
 class _PortalStream:
@@ -453,53 +563,318 @@ class _PortalStream:
         self._stream = _AsyncStream(response)
 
     def read(self, timeout: float) -> bytes | None:
-        return self._portal.run(self._stream.aread(timeout))
+        # The read times out by itself; the margin only guards against a stuck loop.
+        return self._portal.run(self._stream.aread(timeout), timeout + PORTAL_MARGIN)
 
     def close(self) -> None:
-        self._portal.run(self._stream.aclose())
+        self._portal.run(self._stream.aclose(), PORTAL_MARGIN)
 
 
 # -- the protocol --------------------------------------------------------------------------
 
 
+def _error_of(status: int, message: Any, method: str) -> MCPClientError | None:
+    """The ``protocol`` error that ``message`` carries, if it is a JSON-RPC error."""
+    if not isinstance(message, dict) or not isinstance(message.get("error"), dict):
+        return None
+    error = message["error"]
+    return MCPClientError(
+        "protocol",
+        str(error.get("message", "")),
+        code=error.get("code"),
+        data=error.get("data"),
+        status=status,
+        method=method,
+    )
+
+
+def _unexpected(status: int, message: Any, method: str, what: str) -> MCPClientError:
+    """The error for an answer that is not the one expected: its JSON-RPC error if it has one."""
+    found = _error_of(status, message, method)
+    if found is not None:
+        return found
+    shown = message if isinstance(message, str) else json.dumps(message)
+    return MCPClientError(
+        "transport", f"{what}: HTTP {status}, {shown[:300]!r}", status=status, method=method
+    )
+
+
 class _Protocol:
     """What a protocol era does for the public methods; each is an operation generator.
 
-    The stateless 2026-07-28 wire is the one served; an initialize-era session (handshake,
-    ``Mcp-Session-Id``, server requests on the POST's stream) would be a second subclass.
+    :class:`_Stateless` speaks 2026-07-28 (one self-describing POST per request, input in
+    MRTR rounds); :class:`_Session` the initialize era (a handshake, then requests in a session
+    whose streams carry the server's own requests). Shared here: reading a request's stream,
+    results and errors, pagination, running input handlers, and collecting a listen stream.
     """
 
     version: str
+    #: The initialize-era session's ``Mcp-Session-Id``; ``None`` on the stateless wire.
+    session_id: str | None = None
 
     def __init__(self, client: _ClientBase, candidates: list[str]) -> None:
         self.client = client
         self.candidates = candidates
         self.version = candidates[0]
 
+    # -- what each era does its own way ----------------------------------------------------
+
     def request(
         self, method: str, params: Mapping[str, Any] | None, meta: Mapping[str, Any] | None
     ) -> Op[JSON]:
         raise NotImplementedError
 
-    def list_all(self, method: str, key: str) -> Op[JSON]:
-        raise NotImplementedError
-
     def info(self) -> Op[JSON]:
         raise NotImplementedError
+
+    def close(self) -> Op[None]:
+        """End what the server keeps for this client (nothing on the stateless wire)."""
+        yield from ()
+
+    def _listen_request(self, notifications: JSON) -> Op[tuple[_Open, Callable[[JSON], bool]]]:
+        """The request that opens a listen stream, and which of its notifications to keep."""
+        raise NotImplementedError
+
+    def _acknowledgement(
+        self, opened: _Opened, parser: _EventParser, deadline: float, notifications: JSON
+    ) -> Op[JSON]:
+        """Read a listen stream until it is open; what the server honours of the filter."""
+        raise NotImplementedError
+
+    def _server_request(self, message: JSON, method: str) -> Op[None]:
+        """Answer a request the server sent on a stream.
+
+        Raises:
+            MCPClientError: ``transport``: the stateless wire carries none.
+        """
+        raise MCPClientError(
+            "transport", f"The server sent a request on the stream: {message!r}", method=method
+        )
+
+    def _resume_request(self, last_id: str) -> _Open | None:
+        """The GET that resumes a stream after ``last_id``; ``None`` where streams don't resume."""
+        return None
+
+    def _gave_up(self, request: _Open) -> Op[None]:
+        """Tell the server a request timed out (closing its stream is enough on 2026-07-28)."""
+        yield from ()
+
+    def _page(self, method: str, page: list[Any]) -> None:
+        """Learn from a page of a list (the stateless wire learns tools' header arguments)."""
+
+    # -- shared ---------------------------------------------------------------------------
+
+    def _with_extra(self, headers: dict[str, str]) -> dict[str, str]:
+        """The client's own ``headers`` replace these, whatever their case."""
+        extra = self.client.headers
+        lowered = {name.lower() for name in extra}
+        merged = {k: v for k, v in headers.items() if k.lower() not in lowered}
+        merged.update(extra)
+        return merged
+
+    def _next_message(self, stream: Any, parser: _EventParser, deadline: float) -> Op[JSON | None]:
+        while True:
+            message = parser.pop()
+            if message is not None:
+                return message
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError
+            chunk = yield _Read(stream, remaining)
+            if chunk is None:
+                return None
+            parser.feed(chunk)
+
+    def _exchange(self, request: _Open) -> Op[tuple[_Opened, Any]]:
+        """POST one request; return the first HTTP answer and the final message.
+
+        On a stream, notifications go to ``client.notifications``, the server's requests are
+        answered, and a stream that ends before its response is resumed where the era can.
+
+        Raises:
+            MCPClientError: ``timeout`` after ``client.timeout`` seconds, ``transport`` for a
+                stream that ended for good without a response.
+        """
+        method = request.label
+        opened: _Opened = yield request
+        if opened.stream is None:
+            return opened, opened.answer
+        stream: Any = opened.stream
+        parser = _EventParser()
+        deadline = time.monotonic() + self.client.timeout
+        reconnections = 0
+        try:
+            while True:
+                message = yield from self._next_message(stream, parser, deadline)
+                if message is None:
+                    yield _Shut(stream)
+                    stream = None  # shut already, whatever the reconnection does
+                    stream = yield from self._reconnect(
+                        parser, deadline, reconnections, method, opened.status
+                    )
+                    reconnections += 1
+                elif _is_response(message):
+                    return opened, message
+                elif "method" in message and "id" in message:
+                    yield from self._server_request(message, method)
+                else:
+                    self.client.notifications.append(message)
+        except TimeoutError:
+            yield from self._gave_up(request)
+            raise MCPClientError(
+                "timeout",
+                f"No response within {self.client.timeout} seconds",
+                status=opened.status,
+                method=method,
+            ) from None
+        finally:
+            if stream is not None:
+                yield _Shut(stream)
+
+    def _reconnect(
+        self, parser: _EventParser, deadline: float, reconnections: int, method: str, status: int
+    ) -> Op[Any]:
+        """Resume a stream that ended before its response: the new stream to read.
+
+        The server let go of the connection (2025-11-25 polling) or lost it: after the
+        ``retry`` delay it asked for, a GET with ``Last-Event-ID`` brings the rest.
+
+        Raises:
+            MCPClientError: ``transport`` when the stream cannot be resumed (no event id, not
+                this era, ``RESUME_ATTEMPTS`` spent) or the GET is refused.
+            TimeoutError: the deadline passed.
+        """
+        resume = self._resume_request(parser.last_id) if parser.last_id is not None else None
+        if resume is None or reconnections >= RESUME_ATTEMPTS:
+            spent = f" after {reconnections} reconnections" if reconnections else ""
+            raise MCPClientError(
+                "transport",
+                f"The event stream ended without a response{spent}",
+                status=status,
+                method=method,
+            )
+        remaining = deadline - time.monotonic()
+        delay = (parser.retry_ms or 0) / 1000
+        if delay >= remaining:
+            raise TimeoutError
+        if delay > 0:
+            yield _Wait(delay)
+        opened: _Opened = yield resume
+        if opened.stream is None:
+            raise _unexpected(opened.status, opened.answer, method, "The stream was not resumed")
+        parser.restart()
+        return opened.stream
+
+    def _result(self, body: JSON, status: int, message: Any) -> JSON:
+        """The ``result`` of the response to ``body``.
+
+        Raises:
+            MCPClientError: ``protocol`` for a JSON-RPC error, ``transport`` for anything else
+                that is not the response.
+        """
+        method = str(body["method"])
+        error = _error_of(status, message, method)
+        if error is not None:
+            raise error
+        if isinstance(message, dict) and isinstance(message.get("result"), dict):
+            if message.get("id") != body["id"]:
+                raise MCPClientError(
+                    "transport",
+                    f"The response answers id {message.get('id')!r}, not {body['id']!r}",
+                    status=status,
+                    method=method,
+                )
+            return cast(JSON, message["result"])
+        raise _unexpected(status, message, method, "No JSON-RPC response")
+
+    def _run_handler(self, wanted: str, params: Any, what: str) -> Op[JSON]:
+        """Ask the client's handler for ``wanted``: ``{"result": ...}`` or ``{"error": ...}``.
+
+        A handler that raises declines: an elicitation is cancelled, anything else fails
+        with -32603 (the stateless wire leaves that answer out).
+        """
+        handler = self.client.handlers[wanted]
+        try:
+            result = yield _Call(handler, (params if isinstance(params, dict) else {},))
+        except Exception as exc:
+            logger.warning("The %s handler failed for %s", wanted, what, exc_info=True)
+            if wanted == "elicitation/create":
+                return {"result": {"action": "cancel"}}
+            return {"error": {"code": -32603, "message": f"The {wanted} handler failed: {exc}"}}
+        return {"result": result}
+
+    def list_all(self, method: str, key: str) -> Op[JSON]:
+        items: list[Any] = []
+        seen: set[Any] = set()
+        cursor: Any = None
+        while True:
+            params = {} if cursor is None else {"cursor": cursor}
+            result = yield from self.request(method, params, None)
+            page = result.get(key) or []
+            items.extend(page)
+            self._page(method, page)
+            cursor = result.get("nextCursor")
+            if cursor is None:
+                return {key: items}
+            if cursor in seen:
+                raise MCPClientError("transport", f"Repeated cursor {cursor!r}", method=method)
+            seen.add(cursor)
 
     def listen(
         self, notifications: JSON, count: int, timeout: float, during: Callable[[], Any] | None
     ) -> Op[JSON]:
-        raise NotImplementedError
+        request, keep = yield from self._listen_request(notifications)
+        method = request.label
+        opened: _Opened = yield request
+        if opened.stream is None:
+            what = f"{method} was answered without an event stream"
+            raise _unexpected(opened.status, opened.answer, method, what)
+        parser = _EventParser()
+        acknowledged: Any = None
+        collected: list[JSON] = []
+        try:
+            deadline = time.monotonic() + timeout
+            acknowledged = yield from self._acknowledgement(opened, parser, deadline, notifications)
+            if during is not None:
+                yield _Call(during)
+            deadline = time.monotonic() + timeout
+            while len(collected) < count:
+                message = yield from self._next_message(opened.stream, parser, deadline)
+                if message is None or _is_response(message):
+                    error = _error_of(opened.status, message, method)
+                    raise error or MCPClientError(
+                        "transport",
+                        f"The listen stream ended after {len(collected)} of {count} notifications",
+                        data={"acknowledged": acknowledged, "notifications": collected},
+                        status=opened.status,
+                        method=method,
+                    )
+                if "method" in message and "id" in message:
+                    yield from self._server_request(message, method)
+                elif keep(message):
+                    collected.append(message)
+        except TimeoutError:
+            raise MCPClientError(
+                "timeout",
+                "No acknowledgement"
+                if acknowledged is None
+                else f"{len(collected)} of {count} notifications",
+                data={"acknowledged": acknowledged, "notifications": collected},
+                status=opened.status,
+                method=method,
+            ) from None
+        finally:
+            yield _Shut(opened.stream)
+        return {"acknowledged": acknowledged, "notifications": collected}
 
 
 def _protocol_for(client: _ClientBase, wanted: list[str]) -> _Protocol:
+    """The era of the preferred (first) version; the list's other versions of that era follow."""
     if not wanted:
         raise ValueError("versions must name at least one protocol revision")
-    modern = [version for version in wanted if revisions.is_modern(version)]
-    if not modern:
-        raise NotImplementedError("initialize-era sessions are not served yet")
-    return _Stateless(client, modern)
+    modern = revisions.is_modern(wanted[0])
+    candidates = [version for version in wanted if revisions.is_modern(version) == modern]
+    return _Stateless(client, candidates) if modern else _Session(client, candidates)
 
 
 class _Stateless(_Protocol):
@@ -542,17 +917,13 @@ class _Stateless(_Protocol):
                 value = arguments.get(argument)
                 if value is not None:
                     headers[f"Mcp-Param-{name}"] = header_value(_header_text(value))
-        extra = self.client.headers
-        lowered = {name.lower() for name in extra}
-        headers = {k: v for k, v in headers.items() if k.lower() not in lowered}
-        headers.update(extra)
         body = {
             "jsonrpc": "2.0",
             "id": self.client._new_id(),
             "method": method,
             "params": body_params,
         }
-        return _Open(body, headers)
+        return _Open(body, self._with_extra(headers))
 
     def _param_headers(self, method: str, params: Mapping[str, Any]) -> Op[dict[str, str]]:
         """The ``x-mcp-header`` arguments of the tool called, from ``tools/list`` (cached)."""
@@ -565,6 +936,10 @@ class _Stateless(_Protocol):
             except MCPClientError:
                 return {}  # the call itself will say what is wrong
         return (self._tool_headers or {}).get(name, {})
+
+    def _page(self, method: str, page: list[Any]) -> None:
+        if method == "tools/list":
+            self._learn_tools(page)
 
     def _learn_tools(self, tools: list[Any]) -> None:
         found = self._tool_headers if self._tool_headers is not None else {}
@@ -579,91 +954,6 @@ class _Stateless(_Protocol):
             }
         self._tool_headers = found
 
-    # -- one POST ------------------------------------------------------------------------
-
-    def _next_message(self, stream: Any, parser: _EventParser, deadline: float) -> Op[JSON | None]:
-        while True:
-            message = parser.pop()
-            if message is not None:
-                return message
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError
-            chunk = yield _Read(stream, remaining)
-            if chunk is None:
-                return None
-            parser.feed(chunk)
-
-    def _exchange(self, request: _Open) -> Op[tuple[int, Any]]:
-        """POST one request; return the HTTP status and the final message.
-
-        Notifications on the request's own stream go to ``client.notifications``.
-        """
-        method = request.body["method"]
-        opened: _Opened = yield _Open(request.body, request.headers)
-        if opened.stream is None:
-            return opened.status, opened.message if opened.message is not None else opened.text
-        parser = _EventParser()
-        deadline = time.monotonic() + self.client.timeout
-        try:
-            while True:
-                message = yield from self._next_message(opened.stream, parser, deadline)
-                if message is None:
-                    raise MCPClientError(
-                        "transport",
-                        "The event stream ended without a response",
-                        status=opened.status,
-                        method=method,
-                    )
-                if _is_response(message):
-                    return opened.status, message
-                if "id" in message:
-                    raise MCPClientError(
-                        "transport",
-                        f"The server sent a request on the stream: {message!r}",
-                        status=opened.status,
-                        method=method,
-                    )
-                self.client.notifications.append(message)
-        except TimeoutError:
-            raise MCPClientError(
-                "timeout",
-                f"No response within {self.client.timeout} seconds",
-                status=opened.status,
-                method=method,
-            ) from None
-        finally:
-            yield _Shut(opened.stream)
-
-    def _result(self, request: _Open, status: int, message: Any) -> JSON:
-        method = request.body["method"]
-        if isinstance(message, dict) and isinstance(message.get("error"), dict):
-            error = message["error"]
-            raise MCPClientError(
-                "protocol",
-                str(error.get("message", "")),
-                code=error.get("code"),
-                data=error.get("data"),
-                status=status,
-                method=method,
-            )
-        if isinstance(message, dict) and isinstance(message.get("result"), dict):
-            if message.get("id") != request.body["id"]:
-                raise MCPClientError(
-                    "transport",
-                    f"The response answers id {message.get('id')!r}, not {request.body['id']!r}",
-                    status=status,
-                    method=method,
-                )
-            return cast(JSON, message["result"])
-        shown = message if isinstance(message, str) else json.dumps(message)
-        raise MCPClientError(
-            "transport",
-            f"HTTP {status} without a JSON-RPC response: {shown[:300]!r}",
-            status=status,
-            method=method,
-        )
-
     # -- requests with input rounds ------------------------------------------------------
 
     def request(
@@ -675,9 +965,10 @@ class _Stateless(_Protocol):
         rounds = 0
         while True:
             request = self._build(method, {**base, **extra}, meta, param_headers)
-            status, message = yield from self._exchange(request)
+            body = cast(JSON, request.body)
+            opened, message = yield from self._exchange(request)
             try:
-                result = self._result(request, status, message)
+                result = self._result(body, opened.status, message)
             except MCPClientError as exc:
                 if self._fall_back(exc):
                     continue
@@ -689,7 +980,7 @@ class _Stateless(_Protocol):
                     "max_rounds",
                     f"Still input_required after {rounds} answered rounds",
                     data=result,
-                    status=status,
+                    status=opened.status,
                     method=method,
                 )
             rounds += 1
@@ -716,8 +1007,7 @@ class _Stateless(_Protocol):
         answers: JSON = {}
         for key, request in asked.items():
             wanted = request.get("method") if isinstance(request, dict) else None
-            handler = self.client.handlers.get(str(wanted))
-            if handler is None:
+            if wanted not in self.client.handlers:
                 raise MCPClientError(
                     "unsupported",
                     f"The server asked for {wanted} (input request {key!r}) "
@@ -725,37 +1015,12 @@ class _Stateless(_Protocol):
                     data={key: request},
                     method=method,
                 )
-            try:
-                answers[key] = yield _Call(handler, (request.get("params") or {},))
-            except Exception:
-                if wanted == "elicitation/create":
-                    answers[key] = {"action": "cancel"}
-                logger.warning(
-                    "The %s handler failed for input request %r; %s",
-                    wanted,
-                    key,
-                    "answering cancel" if key in answers else "leaving it unanswered",
-                    exc_info=True,
-                )
+            reply = yield from self._run_handler(
+                str(wanted), request.get("params"), f"input request {key!r}"
+            )
+            if "result" in reply:  # a failed handler's answer is left out
+                answers[key] = reply["result"]
         return answers
-
-    def list_all(self, method: str, key: str) -> Op[JSON]:
-        items: list[Any] = []
-        seen: set[Any] = set()
-        cursor: Any = None
-        while True:
-            params = {} if cursor is None else {"cursor": cursor}
-            result = yield from self.request(method, params, None)
-            page = result.get(key) or []
-            items.extend(page)
-            if method == "tools/list":
-                self._learn_tools(page)
-            cursor = result.get("nextCursor")
-            if cursor is None:
-                return {key: items}
-            if cursor in seen:
-                raise MCPClientError("transport", f"Repeated cursor {cursor!r}", method=method)
-            seen.add(cursor)
 
     def info(self) -> Op[JSON]:
         result = yield from self.request("server/discover", None, None)
@@ -768,65 +1033,246 @@ class _Stateless(_Protocol):
 
     # -- subscriptions -------------------------------------------------------------------
 
-    def listen(
-        self, notifications: JSON, count: int, timeout: float, during: Callable[[], Any] | None
+    def _listen_request(self, notifications: JSON) -> Op[tuple[_Open, Callable[[JSON], bool]]]:
+        yield from ()
+        request = self._build("subscriptions/listen", {"notifications": notifications}, None, {})
+        return request, _keep_all  # the server filters
+
+    def _acknowledgement(
+        self, opened: _Opened, parser: _EventParser, deadline: float, notifications: JSON
     ) -> Op[JSON]:
         method = "subscriptions/listen"
-        request = self._build(method, {"notifications": notifications}, None, {})
-        opened: _Opened = yield _Open(request.body, request.headers)
-        if opened.stream is None:
-            self._result(request, opened.status, opened.message or opened.text)
-            raise MCPClientError(
+        first = yield from self._next_message(opened.stream, parser, deadline)
+        if first is None or first.get("method") != "notifications/subscriptions/acknowledged":
+            error = _error_of(opened.status, first, method)
+            raise error or MCPClientError(
                 "transport",
-                "subscriptions/listen was answered without an event stream",
+                f"The stream did not start with an acknowledgement: {first!r}",
                 status=opened.status,
                 method=method,
             )
-        parser = _EventParser()
-        acknowledged: Any = None
-        collected: list[JSON] = []
-        try:
-            deadline = time.monotonic() + timeout
-            first = yield from self._next_message(opened.stream, parser, deadline)
-            if first is None or first.get("method") != "notifications/subscriptions/acknowledged":
-                if first is not None and _is_response(first):
-                    self._result(request, opened.status, first)
-                raise MCPClientError(
-                    "transport",
-                    f"The stream did not start with an acknowledgement: {first!r}",
-                    status=opened.status,
-                    method=method,
-                )
-            acknowledged = first.get("params") or {}
-            if during is not None:
-                yield _Call(during)
-            deadline = time.monotonic() + timeout
-            while len(collected) < count:
-                message = yield from self._next_message(opened.stream, parser, deadline)
-                if message is not None and _is_response(message):
-                    self._result(request, opened.status, message)
-                if message is None or _is_response(message):
-                    raise MCPClientError(
-                        "transport",
-                        f"The listen stream ended after {len(collected)} of {count} notifications",
-                        data={"acknowledged": acknowledged, "notifications": collected},
-                        status=opened.status,
-                        method=method,
-                    )
-                collected.append(message)
-        except TimeoutError:
+        return cast(JSON, first.get("params") or {})
+
+
+def _keep_all(message: JSON) -> bool:
+    return True
+
+
+class _Session(_Protocol):
+    """The initialize era (2025-03-26 to 2025-11-25): a session that ``initialize`` begins.
+
+    The session begins with the first operation. Later requests carry ``Mcp-Session-Id`` and
+    ``MCP-Protocol-Version``; the server asks for input with JSON-RPC requests on a request's
+    own stream, each answered by a POST of its own.
+    """
+
+    def __init__(self, client: _ClientBase, candidates: list[str]) -> None:
+        super().__init__(client, candidates)
+        #: The ``InitializeResult``, once the session began.
+        self.initialized: JSON | None = None
+        self._ended = False
+        #: The level last set with ``logging/setLevel``.
+        self._log_level: str | None = None
+
+    def _headers(self, accept: str = ACCEPT) -> dict[str, str]:
+        headers = {"Accept": accept}
+        if self.session_id is not None:
+            headers["Mcp-Session-Id"] = self.session_id
+        if self.initialized is not None:
+            headers["MCP-Protocol-Version"] = self.version
+        return self._with_extra(headers)
+
+    def _start(self) -> Op[None]:
+        """Begin the session on first use: ``initialize``, then ``notifications/initialized``.
+
+        Raises:
+            MCPClientError: ``initialize`` failed, or (``unsupported``) the server chose a
+                version that is not in ``versions``; the session is then ended.
+        """
+        if self.initialized is not None:
+            return
+        body: JSON = {
+            "jsonrpc": "2.0",
+            "id": self.client._new_id(),
+            "method": "initialize",
+            "params": {
+                "protocolVersion": self.candidates[0],
+                "capabilities": self.client.capabilities,
+                "clientInfo": dict(self.client.client_info),
+            },
+        }
+        opened, message = yield from self._exchange(_Open(body, self._headers()))
+        result = self._result(body, opened.status, message)
+        # A server may keep no sessions: then no header, and requests go without one.
+        self.session_id = opened.headers.get("mcp-session-id") or None
+        self.initialized = result
+        chosen = result.get("protocolVersion")
+        self.version = str(chosen)
+        if chosen not in self.candidates:
+            # The client cannot speak the server's choice: leave the session, as the spec says.
+            yield from self.close()
             raise MCPClientError(
-                "timeout",
-                "No acknowledgement"
-                if acknowledged is None
-                else f"{len(collected)} of {count} notifications",
-                data={"acknowledged": acknowledged, "notifications": collected},
+                "unsupported",
+                f"The server answered initialize with version {chosen!r}, "
+                f"not one of {self.candidates}",
+                data=result,
                 status=opened.status,
-                method=method,
-            ) from None
-        finally:
+                method="initialize",
+            )
+        yield from self._deliver({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def _deliver(self, body: JSON) -> Op[None]:
+        """POST a notification or a response: the server accepts it with 202.
+
+        Raises:
+            MCPClientError: any other answer (``protocol`` if it is a JSON-RPC error).
+        """
+        request = _Open(body, self._headers())
+        opened: _Opened = yield request
+        if opened.stream is not None:
             yield _Shut(opened.stream)
-        return {"acknowledged": acknowledged, "notifications": collected}
+        if opened.status != 202:
+            raise _unexpected(opened.status, opened.answer, request.label, "Not accepted (202)")
+
+    def _send(self, method: str, params: Mapping[str, Any] | None, meta: JSON) -> Op[JSON]:
+        """One request of the session, and its result."""
+        body_params = dict(params or {})
+        merged = {**(body_params.pop("_meta", None) or {}), **meta}
+        if merged:
+            body_params["_meta"] = merged
+        body: JSON = {"jsonrpc": "2.0", "id": self.client._new_id(), "method": method}
+        if body_params:
+            body["params"] = body_params
+        opened, message = yield from self._exchange(_Open(body, self._headers()))
+        return self._result(body, opened.status, message)
+
+    def request(
+        self, method: str, params: Mapping[str, Any] | None, meta: Mapping[str, Any] | None
+    ) -> Op[JSON]:
+        yield from self._start()
+        extra = dict(meta or {})
+        # The stateless wire's per-request log level is a session-wide setting here.
+        level = extra.pop(revisions.META_LOG_LEVEL, None)
+        if level is not None and level != self._log_level:
+            yield from self._send("logging/setLevel", {"level": level}, {})
+            self._log_level = str(level)
+        result = yield from self._send(method, params, extra)
+        if method == "logging/setLevel" and params:
+            self._log_level = str(params.get("level"))
+        return result
+
+    def info(self) -> Op[JSON]:
+        yield from self._start()
+        result = self.initialized or {}
+        return {
+            "protocolVersion": result.get("protocolVersion"),
+            "serverInfo": result.get("serverInfo"),
+            "capabilities": result.get("capabilities") or {},
+            "instructions": result.get("instructions"),
+        }
+
+    def close(self) -> Op[None]:
+        """DELETE the session; later requests on it are refused (404).
+
+        Raises:
+            MCPClientError: the server answered the DELETE other than 2xx, 404 (the session
+                had already ended) or 405 (the server does not let clients end sessions).
+        """
+        if self.session_id is None or self._ended:
+            return
+        self._ended = True
+        request = _Open(None, self._headers(), "DELETE")
+        opened: _Opened = yield request
+        if opened.stream is not None:
+            yield _Shut(opened.stream)
+        if not (200 <= opened.status < 300 or opened.status in (404, 405)):
+            raise _unexpected(opened.status, opened.answer, "DELETE", "The session did not end")
+
+    # -- the server's requests, resumption, cancellation ---------------------------------
+
+    def _server_request(self, message: JSON, method: str) -> Op[None]:
+        wanted = str(message.get("method"))
+        reply: JSON
+        if wanted == "ping":
+            reply = {"result": {}}
+        elif wanted in self.client.handlers:
+            what = f"server request {message['id']!r} during {method}"
+            reply = yield from self._run_handler(wanted, message.get("params"), what)
+        else:
+            error = f"Method not found: this client has no handler for {wanted}"
+            reply = {"error": {"code": -32601, "message": error}}
+        yield from self._deliver({"jsonrpc": "2.0", "id": message["id"], **reply})
+
+    def _resume_request(self, last_id: str) -> _Open | None:
+        headers = self._headers("text/event-stream")
+        headers["Last-Event-ID"] = last_id
+        return _Open(None, headers, "GET")
+
+    def _gave_up(self, request: _Open) -> Op[None]:
+        body = request.body or {}
+        if body.get("method") == "initialize" or "id" not in body:
+            return  # initialize is never cancelled
+        cancelled = {
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": body["id"], "reason": "The test client timed out"},
+        }
+        # Best effort: the timeout is what the caller hears about.
+        with contextlib.suppress(MCPClientError):
+            yield from self._deliver(cancelled)
+
+    # -- the GET stream ------------------------------------------------------------------
+
+    def _listen_request(self, notifications: JSON) -> Op[tuple[_Open, Callable[[JSON], bool]]]:
+        """Subscribe to the filter's resources; the session's GET stream and the filter.
+
+        Raises:
+            ValueError: ``resourceSubscriptions`` is not a list of URIs.
+        """
+        uris = notifications.get("resourceSubscriptions") or []
+        if not isinstance(uris, list) or not all(isinstance(uri, str) for uri in uris):
+            raise ValueError("resourceSubscriptions takes a list of URIs")
+        yield from self._start()
+        for uri in uris:
+            yield from self._send("resources/subscribe", {"uri": uri}, {})
+        lists = {method for key, _, method in LISTS if notifications.get(key) is True}
+        watched = set(uris)
+
+        def keep(message: JSON) -> bool:
+            # The GET stream carries every change; the filter is the client's here.
+            if message.get("method") == "notifications/resources/updated":
+                return (message.get("params") or {}).get("uri") in watched
+            return message.get("method") in lists
+
+        return _Open(None, self._headers("text/event-stream"), "GET"), keep
+
+    def _acknowledgement(
+        self, opened: _Opened, parser: _EventParser, deadline: float, notifications: JSON
+    ) -> Op[JSON]:
+        # The server subscribes the stream before its first event (a comment when nothing is
+        # pending), so a change made after that event reaches it.
+        while parser.events == 0:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError
+            chunk = yield _Read(opened.stream, remaining)
+            if chunk is None:
+                raise MCPClientError(
+                    "transport", "The GET stream ended at once", status=opened.status, method="GET"
+                )
+            parser.feed(chunk)
+        # No acknowledgement on this wire: the server's capabilities say what it will send.
+        capabilities = (self.initialized or {}).get("capabilities") or {}
+        honoured: JSON = {
+            key: True
+            for key, capability, _ in LISTS
+            if notifications.get(key) is True
+            and (capabilities.get(capability) or {}).get("listChanged")
+        }
+        uris = notifications.get("resourceSubscriptions")
+        if uris and (capabilities.get("resources") or {}).get("subscribe"):
+            honoured["resourceSubscriptions"] = list(uris)
+        return {"notifications": honoured}
 
 
 # -- the public clients --------------------------------------------------------------------
@@ -858,11 +1304,6 @@ class _ClientBase:
                 f"No such input request method: {', '.join(unknown)}; "
                 f"handlers take {', '.join(sorted(INPUT_METHODS))}"
             )
-        declared: JSON = {}
-        for method in self.handlers:
-            declared = _merge(declared, HANDLER_CAPABILITIES[method])
-        #: What the client declares in every request's ``_meta``.
-        self.capabilities = _merge(declared, capabilities or {})
         self.headers: dict[str, str] = dict(headers or {})
         self.user = user
         self.max_rounds = max_rounds
@@ -870,15 +1311,26 @@ class _ClientBase:
         #: Notifications that arrived on requests' own streams (progress, log messages).
         self.notifications: list[JSON] = []
         self._last_id = 0
-        self._protocol = _protocol_for(self, list(versions or [revisions.MODERN]))
+        wanted = [revisions.MODERN] if versions is None else list(versions)
+        self._protocol = _protocol_for(self, wanted)
+        #: What the client declares: in every request's ``_meta`` (2026-07-28), or in
+        #: ``initialize``.
+        self.capabilities = _merge(
+            _declared(self.handlers, self._protocol.version), capabilities or {}
+        )
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.server.name!r} {self.version}>"
 
     @property
     def version(self) -> str:
-        """The protocol revision spoken."""
+        """The protocol revision spoken: the one offered until ``initialize`` was answered."""
         return self._protocol.version
+
+    @property
+    def session_id(self) -> str | None:
+        """The initialize-era session's ``Mcp-Session-Id`` once it began; else ``None``."""
+        return self._protocol.session_id
 
     @property
     def path(self) -> str:
@@ -966,22 +1418,31 @@ class MCPClient(_ClientBase):
 
     Requests go through the URLconf, the middleware, authentication and the real view.
     ``server`` is a ``Server``, a server's name, or ``None`` for ``mcp_app.site``.
-    ``versions`` lists the protocol revisions the client may speak (default
-    ``["2026-07-28"]``). ``handlers`` answers the server's input requests, by method
-    (``"elicitation/create"``, ``"sampling/createMessage"``, ``"roots/list"``): each is called
-    with the request's params and returns the result; the client declares the matching
-    capability, and ``capabilities`` declares more. ``user`` is logged in; ``headers`` go on
-    every request. ``max_rounds`` bounds the input rounds of one request; ``timeout`` bounds
-    the wait for a streamed response.
+    ``versions`` lists the protocol revisions the client may speak, preferred first (default
+    ``["2026-07-28"]``); the first one picks the era:
 
-    Methods return the JSON-RPC ``result`` as a dict. An exception that the endpoint answers
-    with an internal error (-32603) is re-raised, as ``django.test.Client`` does; a tool's
-    exception is an ``isError`` result, as on the wire.
+    * 2026-07-28 (or later): stateless requests; after -32022 the client switches to another
+      listed version the server supports;
+    * an initialize-era revision (2025-11-25, 2025-06-18, 2025-03-26): the first operation
+      sends ``initialize`` offering it, and the server's answer decides, if it is listed
+      (else ``MCPClientError`` kind ``"unsupported"``). Requests then go in that session;
+      the server's input requests arrive on their streams and are answered by POSTs;
+      streams the server lets go of are resumed; :meth:`close` ends the session.
+
+    ``handlers`` answers the server's input requests, by method (``"elicitation/create"``,
+    ``"sampling/createMessage"``, ``"roots/list"``): each is called with the request's params
+    and returns the result; the client declares the matching capability, and
+    ``capabilities`` declares more. ``user`` is logged in; ``headers`` go on every request.
+    ``max_rounds`` bounds the input rounds of one request; ``timeout`` bounds the wait for
+    any one answer, streamed or not.
+
+    Methods return the JSON-RPC ``result`` as a dict, in either era. An exception that the
+    endpoint answers with an internal error (-32603) is re-raised, as ``django.test.Client``
+    does; a tool's exception is an ``isError`` result, as on the wire.
 
     Raises:
-        NotImplementedError: ``versions`` names no 2026-07-28 (or later) revision:
-            initialize-era sessions are not served yet.
-        ValueError: no server has that name, or a handler key is not an input method.
+        ValueError: no server has that name, a handler key is not an input method, or
+            ``versions`` is empty.
     """
 
     def __init__(
@@ -1037,6 +1498,9 @@ class MCPClient(_ClientBase):
             self._streams.discard(command.stream)
             command.stream.close()
             return None
+        if isinstance(command, _Wait):
+            time.sleep(command.seconds)
+            return None
         result = command.function(*command.args)
         if inspect.isawaitable(result):
             result = async_to_sync(_awaited)(result)
@@ -1044,19 +1508,20 @@ class MCPClient(_ClientBase):
 
     def _open(self, command: _Open) -> _Opened:
         path = self.path
-        data = json.dumps(command.body)
         if not _is_async_view(path):
-            response = self.django_client.post(
-                path, data=data, content_type="application/json", headers=command.headers
-            )
+            # In this thread, so the view sees the test's database connection; a streaming
+            # view returns once it has something to send, and the stream is read by a pump.
+            response = _http(self.django_client, command, path)
             opened = _opened(response, _ThreadStream)
         else:
             portal = _Portal.get()
-            response = portal.run(
-                sync_to_async(_post, thread_sensitive=False)(
-                    self.django_client, path, data, command.headers
+            try:
+                response = portal.run(
+                    sync_to_async(_send, thread_sensitive=False)(self.django_client, command, path),
+                    self.timeout,
                 )
-            )
+            except TimeoutError:
+                raise _timed_out(command, self.timeout) from None
             opened = _opened(response, lambda r: _PortalStream(portal, r))
         if opened.stream is not None:
             self._streams.add(opened.stream)
@@ -1081,8 +1546,11 @@ class MCPClient(_ClientBase):
     def info(self) -> JSON:
         """``protocolVersion``, ``serverInfo``, ``capabilities`` and ``instructions``.
 
+        From ``server/discover`` on 2026-07-28, from the ``InitializeResult`` on the
+        initialize era (beginning the session if need be).
+
         Raises:
-            MCPClientError: ``server/discover`` failed.
+            MCPClientError: ``server/discover`` or ``initialize`` failed.
         """
         return self._drive(self._protocol.info())
 
@@ -1103,7 +1571,9 @@ class MCPClient(_ClientBase):
     ) -> JSON:
         """Call a tool; ``meta`` adds to ``_meta`` (``progressToken``, the log level key).
 
-        Notifications streamed before the result are appended to ``notifications``.
+        Notifications streamed before the result are appended to ``notifications``. On the
+        initialize era the log level key becomes a ``logging/setLevel`` request first (the
+        level is the session's from then on; the server's default is ``debug``).
 
         Raises:
             MCPClientError: a JSON-RPC error, input that cannot be given, too many rounds.
@@ -1180,24 +1650,40 @@ class MCPClient(_ClientBase):
         timeout: float = 5.0,
         during: Callable[[], Any] | None = None,
     ) -> JSON:
-        """Open a ``subscriptions/listen`` stream and collect ``count`` notifications.
+        """Open a stream of change notifications and collect ``count`` of them.
 
-        ``notifications`` is the filter (``{"toolsListChanged": True}``, or a list of its keys);
-        ``during()`` is called once the acknowledgement arrived, to make the changes; the
-        stream is closed before returning ``{"acknowledged": params, "notifications": [...]}``.
-        ``timeout`` bounds the wait for the acknowledgement, then for the notifications.
+        ``notifications`` is the filter (``{"toolsListChanged": True}``, or a list of its keys;
+        ``"resourceSubscriptions"`` takes a list of URIs); ``during()`` is called once the
+        stream is open, to make the changes; the stream is closed before returning
+        ``{"acknowledged": params, "notifications": [...]}``. ``timeout`` bounds the wait for
+        the stream to open, then for the notifications.
+
+        On 2026-07-28 this is ``subscriptions/listen``, and ``acknowledged`` is what the
+        server acknowledged. On the initialize era it is the session's GET stream, after a
+        ``resources/subscribe`` for each URI of ``resourceSubscriptions``; the client keeps
+        the notifications the filter selects, and ``acknowledged`` is
+        ``{"notifications": ...}``: the part of the filter the server's capabilities offer
+        (``listChanged``, ``subscribe``).
 
         Raises:
             MCPClientError: ``timeout`` (what arrived is in ``data``), ``protocol``, or
                 ``transport`` (the stream ended early).
+            ValueError: (initialize era) ``resourceSubscriptions`` is not a list of URIs.
         """
         return self._drive(self._listen_op(notifications, count, timeout, during))
 
     def close(self) -> None:
-        """Close the streams still open."""
+        """Close the streams still open, and end the initialize-era session (DELETE).
+
+        Requests after that are refused: ``MCPClientError`` kind ``"protocol"``, status 404.
+
+        Raises:
+            MCPClientError: the server refused the DELETE (but not with 404 or 405).
+        """
         for stream in list(self._streams):
             stream.close()
         self._streams.clear()
+        self._drive(self._protocol.close())
 
     def __enter__(self) -> MCPClient:
         return self
@@ -1206,9 +1692,9 @@ class MCPClient(_ClientBase):
         self.close()
 
 
-def _post(client: Client, path: str, data: str, headers: dict[str, str]) -> Any:
+def _send(client: Client, command: _Open, path: str) -> Any:
     try:
-        return client.post(path, data=data, content_type="application/json", headers=headers)
+        return _http(client, command, path)
     finally:
         close_old_connections()  # this worker thread's own connections
 
@@ -1220,11 +1706,13 @@ async def _awaited(awaitable: Awaitable[T]) -> T:
 class AsyncMCPClient(_ClientBase):
     """:class:`MCPClient` over ``django.test.AsyncClient``: the same methods, as coroutines.
 
-    Input handlers and ``during`` may be sync (run in a thread) or async functions.
+    Input handlers and ``during`` may be sync (run in a thread) or async functions. On the
+    initialize era the session begins with the first operation: run one (``await info()``)
+    before running others concurrently.
 
     Raises:
-        NotImplementedError: ``versions`` names no 2026-07-28 (or later) revision.
-        ValueError: no server has that name, or a handler key is not an input method.
+        ValueError: no server has that name, a handler key is not an input method, or
+            ``versions`` is empty.
     """
 
     def __init__(
@@ -1279,6 +1767,9 @@ class AsyncMCPClient(_ClientBase):
             self._streams.discard(command.stream)
             await self._close_stream(command.stream)
             return None
+        if isinstance(command, _Wait):
+            await asyncio.sleep(command.seconds)
+            return None
         function = command.function
         if iscoroutinefunction(function):
             result = await function(*command.args)
@@ -1299,12 +1790,12 @@ class AsyncMCPClient(_ClientBase):
         if not self._logged_in:
             await self.django_client.aforce_login(self.user)
             self._logged_in = True
-        response = await self.django_client.post(
-            self.path,
-            data=json.dumps(command.body),
-            content_type="application/json",
-            headers=command.headers,
-        )
+        try:
+            response = await asyncio.wait_for(
+                _http(self.django_client, command, self.path), self.timeout
+            )
+        except TimeoutError:
+            raise _timed_out(command, self.timeout) from None
         opened = _opened(response, lambda r: _AsyncStream(r) if r.is_async else _ThreadStream(r))
         if opened.stream is not None:
             self._streams.add(opened.stream)
@@ -1328,7 +1819,7 @@ class AsyncMCPClient(_ClientBase):
         """As :meth:`MCPClient.info`.
 
         Raises:
-            MCPClientError: ``server/discover`` failed.
+            MCPClientError: ``server/discover`` or ``initialize`` failed.
         """
         return await self._drive(self._protocol.info())
 
@@ -1427,14 +1918,20 @@ class AsyncMCPClient(_ClientBase):
         Raises:
             MCPClientError: ``timeout`` (what arrived is in ``data``), ``protocol``, or
                 ``transport`` (the stream ended early).
+            ValueError: (initialize era) ``resourceSubscriptions`` is not a list of URIs.
         """
         return await self._drive(self._listen_op(notifications, count, timeout, during))
 
     async def close(self) -> None:
-        """Close the streams still open."""
+        """As :meth:`MCPClient.close`.
+
+        Raises:
+            MCPClientError: the server refused the DELETE (but not with 404 or 405).
+        """
         for stream in list(self._streams):
             await self._close_stream(stream)
         self._streams.clear()
+        await self._drive(self._protocol.close())
 
     async def __aenter__(self) -> AsyncMCPClient:
         return self

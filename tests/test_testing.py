@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import base64
 import itertools
+import threading
+import time
 from typing import Any
 
 import pytest
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
@@ -15,6 +17,7 @@ from django.urls import include, path
 
 import mcp_app
 from mcp_app import RequestContext, Server, elicit, input_required, roots, sample, tool_error
+from mcp_app.sessions import store as session_store
 from mcp_app.testing import AsyncMCPClient, MCPClient, MCPClientError
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -115,10 +118,41 @@ def ping(arguments: dict[str, Any], context: RequestContext) -> str:
     return "pong"
 
 
+#: Whether each call of ``stalls`` saw its cancellation.
+stalled: list[bool] = []
+stall_ended = threading.Event()
+
+
+@own.tool()
+def stalls(arguments: dict[str, Any], context: RequestContext) -> str:
+    """Reports progress once, then waits (at most 5 s) to be cancelled."""
+    context.report_progress(1, 2)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and not context.is_cancelled:
+        time.sleep(0.02)
+    stalled.append(context.is_cancelled)
+    stall_ended.set()
+    return "never cancelled"
+
+
+watched = Server("testing-watched")
+
+
+@watched.tool()
+def noop(arguments: dict[str, Any], context: RequestContext) -> str:
+    return "noop"
+
+
+@watched.resource("memo://note", name="note", mime_type="text/plain")
+def note(context: RequestContext) -> str:
+    return "a note"
+
+
 urlpatterns = [
     path("mcp", mcp_app.site.urls),
     path("paged/mcp", paged.urls),
     path("own/mcp", own.urls),
+    path("watched/mcp", watched.urls),
     path("api/", include(([path("nested/mcp", nested.urls)], "api"), namespace="api")),
 ]
 routed = override_settings(ROOT_URLCONF=__name__)
@@ -236,10 +270,12 @@ def test_context_manager_and_request() -> None:
 # -- versions --------------------------------------------------------------------------------
 
 
-def test_initialize_era_not_served_yet() -> None:
-    with pytest.raises(NotImplementedError, match="initialize-era sessions are not served yet"):
-        MCPClient(versions=["2025-11-25"])
-    assert MCPClient(versions=["2025-11-25", MODERN]).version == MODERN
+def test_the_preferred_version_picks_the_era() -> None:
+    assert MCPClient(versions=[MODERN, "2025-11-25"]).version == MODERN
+    c = MCPClient(versions=["2025-11-25", MODERN])
+    assert (c.version, c.session_id) == ("2025-11-25", None)  # no session before first use
+    with pytest.raises(ValueError, match="at least one"):
+        MCPClient(versions=[])
 
 
 def test_unsupported_version_falls_back_to_another_of_the_list() -> None:
@@ -560,3 +596,390 @@ def test_async_client_rounds_with_sync_handlers() -> None:
 
     async_to_sync(main)()
     assert asked == ["Again?", "Again?"]
+
+
+# -- the initialize era ----------------------------------------------------------------------
+
+LEGACY = ["2025-11-25", "2025-06-18", "2025-03-26"]
+
+
+def test_the_issue_example_in_both_eras() -> None:
+    answers = ANSWERS
+    c = MCPClient(handlers=answers)
+    assert MCPClient.text(c.call_tool("greet")) == "Hello, Ada!"
+    assert MCPClient.text(c.call_tool("two-steps")) == "Ada likes blue"
+    old = MCPClient(versions=["2025-11-25"], handlers=answers)
+    assert MCPClient.text(old.call_tool("greet")) == "Hello, Ada!"
+    assert MCPClient.text(old.call_tool("two-steps")) == "Ada likes blue"
+    assert old.session_id is not None
+    old.close()
+
+
+def test_without_handlers_the_initialize_era_answers_an_error_result() -> None:
+    with pytest.raises(MCPClientError) as caught:
+        MCPClient().call_tool("greet")
+    assert caught.value.code == -32021
+    result = MCPClient(versions=["2025-11-25"]).call_tool("greet")
+    assert result["isError"] is True
+    assert "elicitation" in MCPClient.text(result)
+
+
+@routed
+@pytest.mark.parametrize("version", LEGACY)
+def test_every_method_on_the_initialize_era(version: str) -> None:
+    c = MCPClient(versions=[version], handlers=ANSWERS)
+    assert repr(c) == f"<MCPClient 'default' {version}>"
+    info = c.info()
+    assert c.session_id and len(c.session_id) > 20
+    assert set(info) == {"protocolVersion", "serverInfo", "capabilities", "instructions"}
+    assert info["protocolVersion"] == c.version == version
+    assert info["serverInfo"]["name"] == "django-mcp-app"
+    assert {"tools", "resources", "prompts", "completions"} <= set(info["capabilities"])
+
+    names = [tool["name"] for tool in c.list_tools()["tools"]]
+    assert {"add", "logo", "greet", "two-steps", "test_sampling"} <= set(names)
+    result = c.call_tool("add", {"numbers": [1, 2, 3.5]})
+    assert result["structuredContent"] == {"sum": 6.5}
+    assert "resultType" not in result  # a 2026-07-28 field
+    assert c.call_tool("add", {"numbers": ["x"]})["isError"] is True
+    assert MCPClient.text(c.call_tool("greet")) == "Hello, Ada!"
+    assert MCPClient.text(c.call_tool("two-steps")) == "Ada likes blue"
+    with pytest.raises(MCPClientError) as caught:
+        c.call_tool("nope")
+    assert (caught.value.kind, caught.value.code, caught.value.status) == ("protocol", -32602, 200)
+
+    assert "file:///readme.txt" in [r["uri"] for r in c.list_resources()["resources"]]
+    assert MCPClient.text(c.read_resource("file:///readme.txt")).startswith("This is the django")
+    templates = c.list_resource_templates()["resourceTemplates"]
+    assert "people://{id}" in [t["uriTemplate"] for t in templates]
+    assert '"Ada Lovelace"' in MCPClient.text(c.read_resource("people://ada"))
+    with pytest.raises(MCPClientError) as caught:
+        c.read_resource("people://nobody")
+    # The initialize era's own code for an unknown resource.
+    assert (caught.value.code, caught.value.data) == (-32002, {"uri": "people://nobody"})
+
+    assert "introduce" in [p["name"] for p in c.list_prompts()["prompts"]]
+    text = MCPClient.text(c.get_prompt("introduce", {"id": "ada"}))
+    assert text.startswith("Introduce Ada Lovelace (born 1815)")
+    with pytest.raises(MCPClientError) as caught:
+        c.get_prompt("introduce", {"id": "nobody"})
+    assert caught.value.code == -32602
+    assert c.complete("introduce", "id", "a")["completion"]["values"] == ["ada", "alan"]
+    assert c.complete("people://{id}", "id", "g")["completion"]["values"] == ["grace"]
+    assert c.request("ping") == {}
+    assert c.notifications == []
+
+    session = c.session_id
+    c.close()
+    assert session_store().get(str(session)) is None
+    with pytest.raises(MCPClientError) as caught:
+        c.list_tools()
+    error = caught.value
+    assert (error.kind, error.status, error.code, error.message) == (
+        "protocol",
+        404,
+        -32600,
+        "Session not found",
+    )
+    c.close()  # once ended, closing again does nothing
+
+
+@routed
+@pytest.mark.parametrize("version", LEGACY)
+def test_pages_login_and_headers_on_the_initialize_era(version: str) -> None:
+    assert [t["name"] for t in MCPClient(paged, versions=[version]).list_tools()["tools"]] == [
+        f"tool-{n}" for n in range(5)
+    ]
+    user = get_user_model().objects.create_user("ada", password="x")
+    c = MCPClient(own, versions=[version], user=user, headers={"X-Testing": "yes"})
+    assert MCPClient.text(c.call_tool("whoami")) == "ada"
+    assert MCPClient.text(c.call_tool("header")) == "yes"
+    assert c.info()["instructions"] == "Tools for the test client's tests."
+
+
+@routed
+@pytest.mark.parametrize(
+    ("version", "elicitation"),
+    [("2025-11-25", {"form": {}, "url": {}}), ("2025-06-18", {}), ("2025-03-26", {})],
+)
+def test_initialize_declares_the_handlers_capabilities(
+    version: str, elicitation: dict[str, Any]
+) -> None:
+    c = MCPClient(
+        own,
+        versions=[version],
+        handlers={"elicitation/create": lambda p: {}, "sampling/createMessage": lambda p: {}},
+        capabilities={"experimental": {"demo": {}}},
+    )
+    assert c.capabilities == {
+        "elicitation": elicitation,
+        "sampling": {},
+        "experimental": {"demo": {}},
+    }
+    declared = c.call_tool("declared")["structuredContent"]["capabilities"]
+    assert declared == c.capabilities
+
+
+def test_the_server_answer_decides_the_version() -> None:
+    c = MCPClient(versions=["2024-11-05", "2025-11-25"])
+    assert c.info()["protocolVersion"] == c.version == "2025-11-25"
+
+    refused = MCPClient(versions=["2024-11-05", "2025-06-18"])
+    with pytest.raises(MCPClientError) as caught:
+        refused.list_tools()
+    assert (caught.value.kind, caught.value.method) == ("unsupported", "initialize")
+    assert caught.value.data["protocolVersion"] == "2025-11-25"
+    # The client left the session it could not use.
+    assert session_store().get(str(refused.session_id)) is None
+
+
+def model_answer(params: dict[str, Any]) -> dict[str, Any]:
+    prompt = params["messages"][0]["content"]["text"]
+    return {
+        "role": "assistant",
+        "content": {"type": "text", "text": f"echo {prompt}"},
+        "model": "m1",
+        "stopReason": "endTurn",
+    }
+
+
+@routed
+@pytest.mark.parametrize("version", LEGACY)
+def test_sampling_and_roots_handlers_on_the_initialize_era(version: str) -> None:
+    c = MCPClient(versions=[version], handlers={"sampling/createMessage": model_answer})
+    result = c.call_tool("test_sampling", {"prompt": "What is 2+2?"})
+    assert MCPClient.text(result) == "LLM response: echo What is 2+2?"
+
+    seen: list[dict[str, Any]] = []
+
+    def listed(params: dict[str, Any]) -> dict[str, Any]:
+        seen.append(params)
+        return {"roots": [{"uri": "file:///work"}, {"uri": "file:///tmp"}]}
+
+    mine = MCPClient(own, versions=[version], handlers={"roots/list": listed})
+    assert MCPClient.text(mine.call_tool("list-roots")) == "file:///work, file:///tmp"
+    assert seen == [{}]
+
+
+@routed
+def test_failed_and_missing_handlers_on_the_initialize_era() -> None:
+    def broken(params: dict[str, Any]) -> dict[str, Any]:
+        raise RuntimeError("nothing here")
+
+    # A raising elicitation handler cancels, as on the stateless wire.
+    greet = MCPClient(versions=["2025-11-25"], handlers={"elicitation/create": broken})
+    result = greet.call_tool("greet")
+    assert (result["isError"], MCPClient.text(result)) == (True, "No name given")
+    # Any other raising handler answers -32603, which fails the call.
+    failed = MCPClient(own, versions=["2025-11-25"], handlers={"roots/list": broken}).call_tool(
+        "list-roots"
+    )
+    assert failed["isError"] is True
+    assert MCPClient.text(failed) == (
+        "The client refused the request: The roots/list handler failed: nothing here"
+    )
+    # A declared capability without a handler: the request is answered -32601.
+    missing = MCPClient(own, versions=["2025-11-25"], capabilities={"roots": {}})
+    text = MCPClient.text(missing.call_tool("list-roots"))
+    assert text == (
+        "The client refused the request: Method not found: this client has no handler for "
+        "roots/list"
+    )
+
+
+@routed
+@pytest.mark.parametrize("version", LEGACY)
+def test_progress_and_log_notifications_on_the_initialize_era(version: str) -> None:
+    c = MCPClient(versions=[version])
+    result = c.call_tool("test_tool_with_progress", meta={"progressToken": "p1"})
+    assert MCPClient.text(result).startswith("Progress test completed")
+    assert [(n["method"], n["params"]["progressToken"]) for n in c.notifications] == [
+        ("notifications/progress", "p1")
+    ] * 3
+    assert [n["params"]["progress"] for n in c.notifications] == [0, 50, 100]
+
+    c.notifications.clear()
+    c.call_tool("test_tool_with_logging")
+    assert [n["params"] for n in c.notifications] == [
+        {"level": "info", "logger": "conformance", "data": text}
+        for text in ("Tool execution started", "Tool processing data", "Tool execution completed")
+    ]
+
+    # The stateless wire's per-request level becomes the session's level.
+    mine = MCPClient(own, versions=[version])
+    meta = {"progressToken": 5, "io.modelcontextprotocol/logLevel": "info"}
+    assert MCPClient.text(mine.call_tool("progress", meta=meta)) == "done"
+    assert [n["method"] for n in mine.notifications] == ["notifications/progress"] * 3 + [
+        "notifications/message"
+    ]
+    assert mine.notifications[3]["params"] == {"level": "info", "data": "working"}
+
+
+@routed
+@pytest.mark.parametrize("version", LEGACY)
+def test_listen_on_the_get_stream(version: str) -> None:
+    c = MCPClient(watched, versions=[version])
+    name = next(_names)
+    try:
+        got = c.listen(
+            {"toolsListChanged": True, "promptsListChanged": True},
+            timeout=3,
+            during=lambda: watched.add_tool(lambda arguments, context: "late", name=name),
+        )
+    finally:
+        watched.remove_tool(name)
+    # The server has no prompts, so its capabilities promise no prompts/list_changed.
+    assert got["acknowledged"] == {"notifications": {"toolsListChanged": True}}
+    assert got["notifications"] == [
+        {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+    ]
+
+    def changes() -> None:
+        announce_tools(watched)  # not asked for: left out
+        watched.notify_resource_updated("memo://other")  # not subscribed: not sent
+        watched.notify_resource_updated("memo://note")
+
+    updated = c.listen({"resourceSubscriptions": ["memo://note"]}, timeout=3, during=changes)
+    assert updated["acknowledged"] == {"notifications": {"resourceSubscriptions": ["memo://note"]}}
+    assert updated["notifications"] == [
+        {
+            "jsonrpc": "2.0",
+            "method": "notifications/resources/updated",
+            "params": {"uri": "memo://note"},
+        }
+    ]
+
+    with pytest.raises(ValueError, match="list of URIs"):
+        c.listen(["resourceSubscriptions"])
+    with pytest.raises(MCPClientError) as caught:
+        c.listen(["toolsListChanged"], timeout=0.3)
+    assert caught.value.kind == "timeout"
+    assert caught.value.data == {
+        "acknowledged": {"notifications": {"toolsListChanged": True}},
+        "notifications": [],
+    }
+
+
+def recording_gets(c: MCPClient, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """Record the headers of the GETs that ``c`` sends."""
+    sent: list[dict[str, Any]] = []
+    get = c.django_client.get
+
+    def spy(path: str, *args: Any, headers: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+        sent.append(dict(headers or {}))
+        return get(path, *args, headers=headers, **kwargs)
+
+    monkeypatch.setattr(c.django_client, "get", spy)
+    return sent
+
+
+def test_a_stream_the_server_lets_go_of_is_resumed(monkeypatch: pytest.MonkeyPatch) -> None:
+    c = MCPClient(versions=["2025-11-25"])
+    gets = recording_gets(c, monkeypatch)
+    started = time.monotonic()
+    assert MCPClient.text(c.call_tool("test_reconnection")) == "Reconnection test completed."
+    # After the retry delay the server asked for (SSE_RETRY_MS, 1000 ms by default).
+    assert time.monotonic() - started >= 1.0
+    [resumed] = gets
+    assert resumed["Last-Event-ID"].endswith("-0")  # the priming event's id
+    assert resumed["Mcp-Session-Id"] == c.session_id
+
+
+@pytest.mark.parametrize("version", ["2025-06-18", "2025-03-26"])
+def test_close_stream_before_2025_11_25_keeps_the_stream(version: str) -> None:
+    c = MCPClient(versions=[version], timeout=5)
+    assert MCPClient.text(c.call_tool("test_reconnection")) == "Reconnection test completed."
+
+
+def test_a_stream_of_another_session_is_not_resumed(monkeypatch: pytest.MonkeyPatch) -> None:
+    owner = MCPClient(versions=["2025-11-25"])
+    gets = recording_gets(owner, monkeypatch)
+    owner.call_tool("test_reconnection")
+    [resumed] = gets
+    other = MCPClient(versions=["2025-11-25"])
+    other.info()
+    headers = {
+        "Accept": "text/event-stream",
+        "Mcp-Session-Id": str(other.session_id),
+        "MCP-Protocol-Version": "2025-11-25",
+        "Last-Event-ID": resumed["Last-Event-ID"],
+    }
+    response = other.django_client.get(other.path, headers=headers)
+    response.close()  # a stream if the server took it: not read
+    assert response.status_code == 400
+
+
+@routed
+def test_a_timed_out_call_is_cancelled() -> None:
+    stalled.clear()
+    stall_ended.clear()
+    c = MCPClient(own, versions=["2025-11-25"], timeout=0.5)
+    started = time.monotonic()
+    with pytest.raises(MCPClientError) as caught:
+        c.call_tool("stalls", meta={"progressToken": "s"})
+    assert time.monotonic() - started < 3
+    assert (caught.value.kind, caught.value.method) == ("timeout", "tools/call")
+    assert [n["params"]["progress"] for n in c.notifications] == [1]
+    assert stall_ended.wait(5)
+    assert stalled == [True]
+    assert c.request("ping") == {}  # the session goes on
+
+
+@routed
+def test_internal_errors_are_re_raised_on_the_initialize_era() -> None:
+    with pytest.raises(RuntimeError, match="a bug in a prompt"):
+        MCPClient(own, versions=["2025-11-25"]).get_prompt("broken")
+
+
+@routed
+def test_async_client_on_the_initialize_era() -> None:
+    async def color(params: dict[str, Any]) -> dict[str, Any]:
+        return ANSWERS["elicitation/create"](params)
+
+    async def main() -> None:
+        async with AsyncMCPClient(
+            versions=["2025-11-25"], handlers={"elicitation/create": color}
+        ) as c:
+            assert (await c.info())["protocolVersion"] == "2025-11-25"
+            assert "greet" in [t["name"] for t in (await c.list_tools())["tools"]]
+            assert MCPClient.text(await c.call_tool("greet")) == "Hello, Ada!"
+            assert MCPClient.text(await c.call_tool("two-steps")) == "Ada likes blue"
+            assert (await c.list_resource_templates())["resourceTemplates"]
+            assert "Ada" in c.text(await c.read_resource("people://ada"))
+            assert (await c.list_prompts())["prompts"]
+            assert "Alan Turing" in c.text(await c.get_prompt("introduce", {"id": "alan"}))
+            assert (await c.complete("introduce", "id", "g"))["completion"]["values"] == ["grace"]
+            text = c.text(await c.call_tool("test_reconnection"))
+            assert text == "Reconnection test completed."
+            await c.call_tool("test_tool_with_progress", meta={"progressToken": 1})
+            assert [n["params"]["progress"] for n in c.notifications] == [0, 50, 100]
+            session = c.session_id
+        assert await sync_to_async(session_store().get)(str(session)) is None
+        with pytest.raises(MCPClientError) as caught:
+            await c.list_tools()
+        assert (caught.value.kind, caught.value.status) == ("protocol", 404)
+
+        sync_model = AsyncMCPClient(
+            own,
+            versions=["2025-06-18"],
+            handlers={
+                "sampling/createMessage": model_answer,
+                "roots/list": lambda p: {"roots": [{"uri": "file:///a"}]},
+            },
+        )
+        assert MCPClient.text(await sync_model.call_tool("summarize")) == "m1: echo Summarize MCP"
+        assert MCPClient.text(await sync_model.call_tool("list-roots")) == "file:///a"
+        name = next(_names)
+        try:
+            got = await sync_model.listen(
+                {"toolsListChanged": True},
+                during=lambda: own.add_tool(lambda arguments, context: "late", name=name),
+            )
+        finally:
+            await sync_to_async(own.remove_tool)(name)
+        assert got["notifications"][0]["method"] == "notifications/tools/list_changed"
+        result = await AsyncMCPClient(versions=["2025-03-26"]).call_tool("greet")
+        assert result["isError"] is True
+        await sync_model.close()
+
+    async_to_sync(main)()

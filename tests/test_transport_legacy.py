@@ -1,55 +1,1402 @@
+"""The initialize era (2025-03-26, 2025-06-18, 2025-11-25) through the real view at ``/mcp``.
+
+Digest sections 2, 3 and 5: the handshake and version negotiation, ``Mcp-Session-Id``,
+``MCP-Protocol-Version``, the session methods, the POST stream's input loop (requests the
+server sends the client and the answers POSTed back), 2025-03-26 batches, the GET stream,
+and resumption with ``Last-Event-ID``.
+
+Streams are read by ``StreamReader`` from a background thread, the way a client reads them
+while it keeps POSTing: the async view through ``AsyncClient`` on the thread's own event
+loop (as an ASGI server serves it), the sync view through ``Client`` (as a WSGI server
+does). ``MCP_VIEW=sync`` runs the module against the sync view. Every wait is bounded.
+"""
+
 from __future__ import annotations
 
+import asyncio
 import json
+import queue
 import threading
 import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
 
 import pytest
-from django.test import Client
+from asgiref.sync import iscoroutinefunction
+from django.test import AsyncClient, Client
+from django.urls import resolve
+from django.utils import timezone
 
-from tests.conftest import sse_messages
+import mcp_app
+from mcp_app import elicit_url, input_required
+from mcp_app.delivery import backend
+from mcp_app.models import Session, StreamEvent
+from mcp_app.protocol.context import RequestContext
+from mcp_app.transport import views
+from tests.conftest import modern_request, sse_messages, stream_bytes
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+JSON = dict[str, Any]
 ACCEPT = "application/json, text/event-stream"
+LATEST = "2025-11-25"
+VERSIONS = ("2025-03-26", "2025-06-18", "2025-11-25")
+WATCHED = "test://watched-resource"
+WAIT = 5.0  # seconds any single wait may take before the test fails
+FORM_AND_MORE: JSON = {"elicitation": {}, "sampling": {}, "roots": {}}
 
 
-def test_probe() -> None:
-    c = Client()
-    body = {
+# -- reading server-sent events ---------------------------------------------------------------
+
+
+@dataclass
+class SSE:
+    """One server-sent event as a client sees it."""
+
+    id: str | None = None
+    retry: int | None = None
+    data: str = ""
+    comment: str | None = None
+
+    @property
+    def message(self) -> JSON | None:
+        return json.loads(self.data) if self.data.strip() else None
+
+
+def parse_event(block: str) -> SSE:
+    event = SSE()
+    data: list[str] = []
+    for line in block.split("\n"):
+        if line.startswith(":"):
+            event.comment = line[1:].strip()
+            continue
+        name, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if name == "id":
+            event.id = value
+        elif name == "retry":
+            event.retry = int(value)
+        elif name == "data":
+            data.append(value)
+    event.data = "\n".join(data)
+    return event
+
+
+def stream_events(response: Any) -> list[SSE]:
+    """Every event of a finished event-stream response."""
+    text = stream_bytes(response).decode()
+    return [parse_event(block) for block in text.split("\n\n") if block]
+
+
+def serves_async() -> bool:
+    return iscoroutinefunction(resolve("/mcp").func)
+
+
+class StreamReader:
+    """Makes one request from a background thread and hands over its events as they arrive."""
+
+    def __init__(self, method: str, headers: dict[str, str], body: Any = None) -> None:
+        self._method = method
+        self._headers = headers
+        self._body = body
+        self._items: queue.Queue[SSE | BaseException | None] = queue.Queue()
+        self._answered = threading.Event()
+        self._stop = threading.Event()
+        self._buffer = ""
+        self.status: int | None = None
+        self.headers: dict[str, str] = {}
+        self.body: Any = None
+        self.ended = False
+        self._end_sent = False
+        self.thread = threading.Thread(target=self._main, daemon=True, name="sse-reader")
+        self.thread.start()
+
+    # the background thread
+
+    def _main(self) -> None:
+        try:
+            if serves_async():
+                asyncio.run(self._read_async())
+            else:
+                self._read_sync()
+        except BaseException as exc:
+            self._items.put(exc)
+        finally:
+            self._answered.set()
+            self._end()
+
+    def _end(self) -> None:
+        """Tell the test the stream is over (once), as soon as its last byte is read."""
+        if not self._end_sent:
+            self._end_sent = True
+            self._items.put(None)
+
+    def _send(self, client: Any) -> Any:
+        if self._method == "GET":
+            return client.get("/mcp", headers=self._headers)
+        return client.post(
+            "/mcp",
+            data=json.dumps(self._body),
+            content_type="application/json",
+            headers=self._headers,
+        )
+
+    def _answer(self, response: Any) -> None:
+        self.status = response.status_code
+        self.headers = dict(response.headers)
+        if not response.streaming and response.content:
+            self.body = json.loads(response.content)
+        self._answered.set()
+
+    def _feed(self, chunk: bytes) -> None:
+        self._buffer += chunk.decode()
+        while "\n\n" in self._buffer:
+            block, self._buffer = self._buffer.split("\n\n", 1)
+            self._items.put(parse_event(block))
+
+    def _read_sync(self) -> None:
+        response = self._send(Client())
+        self._answer(response)
+        if not response.streaming:
+            return
+        try:
+            for chunk in response.streaming_content:
+                self._feed(chunk)
+                if self._stop.is_set():
+                    break
+        finally:
+            response.close()
+            self._end()
+
+    async def _read_async(self) -> None:
+        response = await self._send(AsyncClient())
+        self._answer(response)
+        if not response.streaming:
+            return
+        content = response.streaming_content
+        try:
+            async for chunk in content:
+                self._feed(chunk)
+                if self._stop.is_set():
+                    break
+        finally:
+            await content.aclose()
+            # The event loop lingers for the call's thread; the stream itself is over.
+            self._end()
+
+    # the test's side
+
+    def answered(self) -> int:
+        """The HTTP status, once the response has started."""
+        assert self._answered.wait(WAIT), "no response in time"
+        assert self.status is not None, self._failure()
+        return self.status
+
+    def _failure(self) -> str:
+        try:
+            item = self._items.get_nowait()
+        except queue.Empty:
+            return "no status"
+        return repr(item)
+
+    def next(self, timeout: float = WAIT) -> SSE:
+        """The next event; fails if the stream ends or nothing comes in time."""
+        try:
+            item = self._items.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"no event within {timeout}s") from None
+        if item is None:
+            self.ended = True
+            raise AssertionError("the stream ended")
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    def next_message(self, timeout: float = WAIT) -> JSON:
+        """The next JSON-RPC message, skipping comments and the priming event."""
+        deadline = time.monotonic() + timeout
+        while True:
+            event = self.next(max(deadline - time.monotonic(), 0.01))
+            if event.message is not None:
+                return event.message
+
+    def until_end(self, timeout: float = WAIT) -> list[SSE]:
+        """Every remaining event, up to the end of the stream."""
+        deadline = time.monotonic() + timeout
+        found: list[SSE] = []
+        while True:
+            try:
+                item = self._items.get(timeout=max(deadline - time.monotonic(), 0.01))
+            except queue.Empty:
+                raise AssertionError(f"the stream did not end within {timeout}s") from None
+            if item is None:
+                self.ended = True
+                return found
+            if isinstance(item, BaseException):
+                raise item
+            found.append(item)
+
+    def close(self) -> None:
+        self._stop.set()
+        self.thread.join(WAIT)
+        assert not self.thread.is_alive(), "the reader did not stop"
+
+
+# -- a client session ---------------------------------------------------------------------------
+
+
+@dataclass
+class LegacySession:
+    """What a client keeps after ``initialize``: the id, the version, and its streams."""
+
+    client: Client
+    id: str
+    version: str
+    result: JSON
+    readers: list[StreamReader] = field(default_factory=list)
+
+    def headers(self, **extra: str) -> dict[str, str]:
+        headers = {
+            "Accept": ACCEPT,
+            "Mcp-Session-Id": self.id,
+            "MCP-Protocol-Version": self.version,
+        }
+        headers.update(extra)
+        return headers
+
+    def post(self, body: Any, **headers: str) -> Any:
+        return self.client.post(
+            "/mcp",
+            data=json.dumps(body),
+            content_type="application/json",
+            headers=self.headers(**headers),
+        )
+
+    def request(self, method: str, params: JSON | None = None, request_id: Any = 1) -> Any:
+        body: JSON = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            body["params"] = params
+        return self.post(body)
+
+    def notify(self, method: str, params: JSON | None = None) -> Any:
+        body: JSON = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            body["params"] = params
+        return self.post(body)
+
+    def answer(self, request_id: Any, result: JSON) -> Any:
+        return self.post({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+    def result_of(self, method: str, params: JSON | None = None, request_id: Any = 1) -> Any:
+        response = self.request(method, params, request_id)
+        assert response.status_code == 200, response.content
+        return response.json()["result"]
+
+    def open(self, reader: StreamReader) -> StreamReader:
+        self.readers.append(reader)
+        return reader
+
+    def call_streaming(self, tool: str, arguments: JSON | None = None, request_id: Any = 1) -> Any:
+        """Call a tool from a background thread; its events come through the reader."""
+        body = {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments or {}},
+        }
+        return self.open(StreamReader("POST", self.headers(), body))
+
+    def listen(self, **headers: str) -> StreamReader:
+        """Open the GET stream and wait until it is subscribed to the server's channels."""
+        reader = self.open(StreamReader("GET", self.headers(**headers)))
+        assert reader.answered() == 200, reader.body
+        assert reader.next().comment == "stream open"
+        return reader
+
+    def resume(self, last_event_id: str) -> StreamReader:
+        return self.open(StreamReader("GET", self.headers(**{"Last-Event-ID": last_event_id})))
+
+
+def initialize_body(
+    version: Any = LATEST, capabilities: JSON | None = None, request_id: Any = 0
+) -> JSON:
+    params: JSON = {
+        "capabilities": capabilities if capabilities is not None else {},
+        "clientInfo": {"name": "legacy-tests", "version": "1.0"},
+    }
+    if version is not None:
+        params["protocolVersion"] = version
+    return {"jsonrpc": "2.0", "id": request_id, "method": "initialize", "params": params}
+
+
+def post_raw(client: Client, body: Any, **headers: str) -> Any:
+    return client.post(
+        "/mcp",
+        data=json.dumps(body),
+        content_type="application/json",
+        headers={"Accept": ACCEPT, **headers},
+    )
+
+
+@pytest.fixture(autouse=True)
+def calls_finish(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every call a test starts has finished before its database goes away."""
+    running = [0]
+    done = threading.Condition()
+    run = views._run
+
+    def tracked(call: Any, put: Callable[[Any], None]) -> None:
+        with done:
+            running[0] += 1
+        try:
+            run(call, put)
+        finally:
+            with done:
+                running[0] -= 1
+                done.notify_all()
+
+    monkeypatch.setattr(views, "_run", tracked)
+    yield
+    with done:
+        assert done.wait_for(lambda: running[0] == 0, WAIT), "a call was still running"
+
+
+@pytest.fixture(autouse=True)
+def quick_settings(settings: Any) -> None:
+    """Short keep-alives so readers stop promptly; a bounded wait for client answers."""
+    settings.MCP_APP = {**settings.MCP_APP, "KEEPALIVE_SECONDS": 0.2, "INPUT_TIMEOUT_SECONDS": 10}
+
+
+def set_mcp(settings: Any, **values: Any) -> None:
+    settings.MCP_APP = {**settings.MCP_APP, **values}
+
+
+@pytest.fixture
+def connect() -> Iterator[Callable[..., LegacySession]]:
+    opened: list[LegacySession] = []
+
+    def connect(version: Any = LATEST, capabilities: JSON | None = None) -> LegacySession:
+        client = Client()
+        response = post_raw(client, initialize_body(version, capabilities))
+        assert response.status_code == 200, response.content
+        result = response.json()["result"]
+        session = LegacySession(
+            client, response["Mcp-Session-Id"], result["protocolVersion"], result
+        )
+        opened.append(session)
+        return session
+
+    yield connect
+    for session in opened:
+        for reader in session.readers:
+            reader.close()
+
+
+@pytest.fixture
+def session(connect: Callable[..., LegacySession]) -> LegacySession:
+    return connect()
+
+
+@pytest.fixture
+def temporary() -> Iterator[Callable[..., None]]:
+    """Register definitions on the demo site for one test; they go again afterwards."""
+    added: list[tuple[str, str]] = []
+
+    def register(kind: str, handler: Callable[..., Any], **options: Any) -> None:
+        getattr(mcp_app.site, f"add_{kind}")(handler, **options)
+        added.append((kind, options.get("name") or options.get("uri") or handler.__name__))
+
+    yield register
+    for kind, key in added:
+        getattr(mcp_app.site, f"remove_{kind}")(key)
+
+
+def tool_text(message: JSON) -> str:
+    return str(message["result"]["content"][0]["text"])
+
+
+# -- initialize -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_initialize_echoes_each_supported_version(version: str) -> None:
+    response = post_raw(Client(), initialize_body(version))
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/json"
+    body = response.json()
+    assert body["id"] == 0
+    result = body["result"]
+    assert result["protocolVersion"] == version
+    assert result["capabilities"] == {
+        "tools": {"listChanged": True},
+        "resources": {"subscribe": True, "listChanged": True},
+        "prompts": {"listChanged": True},
+        "completions": {},
+        "logging": {},
+    }
+    assert result["serverInfo"] == {"name": "django-mcp-app", "version": "0.1.0"}
+    assert "instructions" not in result
+
+
+@pytest.mark.parametrize("requested", ["2024-11-05", "2026-07-28", "1999-01-01", None, 20251125])
+def test_initialize_answers_an_unsupported_version_with_2025_11_25(requested: Any) -> None:
+    response = post_raw(Client(), initialize_body(requested))
+    assert response.json()["result"]["protocolVersion"] == "2025-11-25"
+    assert response["Mcp-Session-Id"]
+
+
+SERVER_INFO = {
+    "name": "django-mcp-app",
+    "version": "0.1.0",
+    "title": "Demo",
+    "description": "The demo site",
+    "websiteUrl": "https://example.com",
+    "icons": [{"src": "https://example.com/icon.png"}],
+}
+
+
+@pytest.mark.parametrize(
+    ("version", "keys"),
+    [
+        ("2025-03-26", {"name", "version"}),
+        ("2025-06-18", {"name", "version", "title"}),
+        ("2025-11-25", set(SERVER_INFO)),
+    ],
+)
+def test_server_info_has_only_the_fields_the_negotiated_version_knows(
+    monkeypatch: pytest.MonkeyPatch, version: str, keys: set[str]
+) -> None:
+    options = mcp_app.site.options
+    monkeypatch.setattr(options, "title", SERVER_INFO["title"])
+    monkeypatch.setattr(options, "description", SERVER_INFO["description"])
+    monkeypatch.setattr(options, "website_url", SERVER_INFO["websiteUrl"])
+    monkeypatch.setattr(options, "icons", SERVER_INFO["icons"])
+    info = post_raw(Client(), initialize_body(version)).json()["result"]["serverInfo"]
+    assert info == {key: SERVER_INFO[key] for key in keys}
+
+
+def test_initialize_carries_the_instructions_when_the_server_has_some(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(mcp_app.site.options, "instructions", "Call greet to say hello.")
+    result = post_raw(Client(), initialize_body()).json()["result"]
+    assert result["instructions"] == "Call greet to say hello."
+
+
+def test_session_ids_are_long_visible_ascii_and_differ(
+    connect: Callable[..., LegacySession],
+) -> None:
+    first, second = connect(), connect()
+    for session_id in (first.id, second.id):
+        assert len(session_id) >= 32
+        assert all(0x21 <= ord(char) <= 0x7E for char in session_id)
+    assert first.id != second.id
+
+
+def test_initialize_remembers_the_client_in_the_session_row(
+    connect: Callable[..., LegacySession],
+) -> None:
+    session = connect("2025-06-18", {"elicitation": {}})
+    row = Session.objects.get(pk=session.id)
+    assert row.server == "default"
+    assert row.protocol_version == "2025-06-18"
+    assert row.client_info == {"name": "legacy-tests", "version": "1.0"}
+    assert row.capabilities == {"elicitation": {}}
+    assert row.initialized is False
+
+
+@pytest.mark.parametrize("missing", ["capabilities", "clientInfo"])
+def test_initialize_without_capabilities_or_client_info_is_invalid_params(missing: str) -> None:
+    body = initialize_body()
+    del body["params"][missing]
+    response = post_raw(Client(), body)
+    assert response.status_code == 200
+    assert response.json()["error"]["code"] == -32602
+    assert "Mcp-Session-Id" not in response
+    assert not Session.objects.exists()
+
+
+def test_initialize_sent_as_a_notification_is_refused() -> None:
+    body = initialize_body()
+    del body["id"]
+    response = post_raw(Client(), body)
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == -32600
+    assert not Session.objects.exists()
+
+
+def test_initialized_notification_is_accepted_and_marks_the_session(
+    session: LegacySession,
+) -> None:
+    response = session.notify("notifications/initialized")
+    assert response.status_code == 202 and response.content == b""
+    assert Session.objects.get(pk=session.id).initialized is True
+
+
+# -- Mcp-Session-Id -------------------------------------------------------------------------------
+
+
+def test_request_without_session_id_is_400() -> None:
+    response = post_raw(Client(), {"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == -32600
+    assert "Mcp-Session-Id" in response.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("http_method", ["POST", "GET", "DELETE"])
+def test_unknown_session_id_is_404(http_method: str) -> None:
+    headers = {"Accept": ACCEPT, "Mcp-Session-Id": "no-such-session-" + "x" * 32}
+    client = Client()
+    if http_method == "POST":
+        response = post_raw(client, {"jsonrpc": "2.0", "id": 1, "method": "ping"}, **headers)
+    else:
+        response = client.generic(http_method, "/mcp", headers=headers)
+    assert response.status_code == 404
+
+
+def test_session_of_another_server_is_404(session: LegacySession) -> None:
+    Session.objects.filter(pk=session.id).update(server="another-server")
+    assert session.request("ping").status_code == 404
+
+
+def test_deleted_session_is_404_for_every_method(session: LegacySession) -> None:
+    response = session.client.delete("/mcp", headers=session.headers())
+    assert response.status_code == 200
+    assert not Session.objects.filter(pk=session.id).exists()
+    assert session.request("ping").status_code == 404
+    assert session.client.get("/mcp", headers=session.headers()).status_code == 404
+    assert session.client.delete("/mcp", headers=session.headers()).status_code == 404
+
+
+def test_delete_drops_the_sessions_stream_events(session: LegacySession) -> None:
+    sse_messages(session.request("tools/call", {"name": "test_tool_with_logging"}))
+    # Three log messages, the result, and the stream's priming record.
+    assert StreamEvent.objects.filter(session_id=session.id).count() == 5
+    session.client.delete("/mcp", headers=session.headers())
+    assert not StreamEvent.objects.filter(session_id=session.id).exists()
+
+
+def test_expired_session_is_404(session: LegacySession, settings: Any) -> None:
+    set_mcp(settings, SESSION_IDLE_SECONDS=60)
+    Session.objects.filter(pk=session.id).update(last_seen=timezone.now() - timedelta(seconds=61))
+    assert session.request("ping").status_code == 404
+
+
+def test_session_used_within_the_idle_time_lives_on(session: LegacySession, settings: Any) -> None:
+    set_mcp(settings, SESSION_IDLE_SECONDS=60)
+    Session.objects.filter(pk=session.id).update(last_seen=timezone.now() - timedelta(seconds=50))
+    assert session.request("ping").status_code == 200
+    # The request restarted the idle clock.
+    row = Session.objects.get(pk=session.id)
+    assert timezone.now() - row.last_seen < timedelta(seconds=5)
+
+
+# -- MCP-Protocol-Version ---------------------------------------------------------------------
+
+
+def test_request_without_protocol_version_header_is_served(session: LegacySession) -> None:
+    headers = session.headers()
+    del headers["MCP-Protocol-Version"]
+    response = post_raw(session.client, {"jsonrpc": "2.0", "id": 1, "method": "ping"}, **headers)
+    assert response.status_code == 200
+    assert response.json() == {"jsonrpc": "2.0", "id": 1, "result": {}}
+
+
+@pytest.mark.parametrize("header", ["1999-01-01", "2026-07-28", "latest"])
+def test_unsupported_protocol_version_header_is_400(session: LegacySession, header: str) -> None:
+    response = session.post(
+        {"jsonrpc": "2.0", "id": 1, "method": "ping"}, **{"MCP-Protocol-Version": header}
+    )
+    assert response.status_code == 400
+    assert header in response.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("http_method", ["GET", "DELETE"])
+def test_unsupported_protocol_version_header_is_400_on_get_and_delete(
+    session: LegacySession, http_method: str
+) -> None:
+    headers = session.headers(**{"MCP-Protocol-Version": "1999-01-01"})
+    response = session.client.generic(http_method, "/mcp", headers=headers)
+    assert response.status_code == 400
+    assert Session.objects.filter(pk=session.id).exists()
+
+
+# -- Origin and Accept --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("http_method", ["GET", "DELETE"])
+def test_foreign_origin_is_refused_on_get_and_delete(
+    session: LegacySession, http_method: str
+) -> None:
+    headers = session.headers(Origin="http://evil.example.com")
+    response = session.client.generic(http_method, "/mcp", headers=headers)
+    assert response.status_code == 403
+    assert Session.objects.filter(pk=session.id).exists()
+
+
+def test_foreign_origin_is_refused_on_post_in_a_session(session: LegacySession) -> None:
+    response = session.post(
+        {"jsonrpc": "2.0", "id": 1, "method": "ping"}, Origin="http://evil.example.com"
+    )
+    assert response.status_code == 403
+
+
+def test_get_without_event_stream_in_accept_is_406(session: LegacySession) -> None:
+    response = session.client.get("/mcp", headers=session.headers(Accept="application/json"))
+    assert response.status_code == 406
+
+
+# -- session methods --------------------------------------------------------------------------
+
+
+def test_ping_answers_an_empty_result(session: LegacySession) -> None:
+    response = session.request("ping", request_id="p-1")
+    assert response.status_code == 200
+    assert response.json() == {"jsonrpc": "2.0", "id": "p-1", "result": {}}
+
+
+def test_set_level_is_stored_on_the_session(session: LegacySession) -> None:
+    assert session.result_of("logging/setLevel", {"level": "warning"}) == {}
+    assert Session.objects.get(pk=session.id).log_level == "warning"
+
+
+@pytest.mark.parametrize("level", ["verbose", "INFO", None, 3])
+def test_set_level_with_an_unknown_level_is_invalid_params(
+    session: LegacySession, level: Any
+) -> None:
+    response = session.request("logging/setLevel", {"level": level})
+    assert response.status_code == 200
+    assert response.json()["error"]["code"] == -32602
+    assert Session.objects.get(pk=session.id).log_level == ""
+
+
+def test_tool_logging_streams_three_info_messages_before_the_result(
+    session: LegacySession,
+) -> None:
+    response = session.request("tools/call", {"name": "test_tool_with_logging"}, request_id=7)
+    assert response["Content-Type"] == "text/event-stream"
+    messages = sse_messages(response)
+    logs = [m["params"] for m in messages if m.get("method") == "notifications/message"]
+    assert logs == [
+        {"level": "info", "data": "Tool execution started", "logger": "conformance"},
+        {"level": "info", "data": "Tool processing data", "logger": "conformance"},
+        {"level": "info", "data": "Tool execution completed", "logger": "conformance"},
+    ]
+    assert messages[-1]["id"] == 7
+    assert tool_text(messages[-1]) == "Logging test completed: sent 3 info messages."
+
+
+def test_no_log_messages_below_the_level_the_client_set(session: LegacySession) -> None:
+    session.result_of("logging/setLevel", {"level": "warning"})
+    response = session.request("tools/call", {"name": "test_tool_with_logging"}, request_id=8)
+    # Nothing went out before the result, so it is plain JSON.
+    assert response["Content-Type"] == "application/json"
+    assert tool_text(response.json()) == "Logging test completed: sent 3 info messages."
+
+
+def test_info_level_lets_info_messages_through(session: LegacySession) -> None:
+    session.result_of("logging/setLevel", {"level": "info"})
+    messages = sse_messages(session.request("tools/call", {"name": "test_logging_tool"}))
+    levels = [m["params"]["level"] for m in messages if m.get("method") == "notifications/message"]
+    assert levels == ["info", "warning"]
+
+
+def test_progress_notifications_stream_before_the_result(session: LegacySession) -> None:
+    response = session.request(
+        "tools/call",
+        {"name": "test_tool_with_progress", "_meta": {"progressToken": "tok"}},
+        request_id=3,
+    )
+    messages = sse_messages(response)
+    progress = [m["params"] for m in messages if m.get("method") == "notifications/progress"]
+    assert progress == [
+        {"progressToken": "tok", "progress": 0, "total": 100},
+        {"progressToken": "tok", "progress": 50, "total": 100},
+        {"progressToken": "tok", "progress": 100, "total": 100},
+    ]
+    assert messages[-1]["id"] == 3 and "result" in messages[-1]
+
+
+def test_post_stream_events_carry_ids_and_2025_11_25_primes_the_stream(
+    session: LegacySession,
+) -> None:
+    response = session.request("tools/call", {"name": "test_tool_with_logging"})
+    events = stream_events(response)
+    assert events[0].data == "" and events[0].retry == 1000
+    stream = events[0].id.rpartition("-")[0] if events[0].id else ""
+    assert events[0].id == f"{stream}-0"
+    assert [e.id for e in events[1:]] == [f"{stream}-{n}" for n in range(1, 5)]
+
+
+def test_2025_06_18_streams_are_not_primed(connect: Callable[..., LegacySession]) -> None:
+    session = connect("2025-06-18")
+    response = session.request("tools/call", {"name": "test_tool_with_logging"})
+    events = stream_events(response)
+    assert all(event.message is not None for event in events)
+    assert all(event.retry is None for event in events)
+
+
+def test_subscribe_and_unsubscribe_keep_the_sessions_uris(session: LegacySession) -> None:
+    assert session.result_of("resources/subscribe", {"uri": WATCHED}) == {}
+    session.result_of("resources/subscribe", {"uri": WATCHED})
+    session.result_of("resources/subscribe", {"uri": "test://static-text"})
+    row = Session.objects.get(pk=session.id)
+    assert row.subscriptions == [WATCHED, "test://static-text"]
+    assert session.result_of("resources/unsubscribe", {"uri": WATCHED}) == {}
+    assert Session.objects.get(pk=session.id).subscriptions == ["test://static-text"]
+
+
+@pytest.mark.parametrize("method", ["resources/subscribe", "resources/unsubscribe"])
+@pytest.mark.parametrize("params", [{}, {"uri": ""}, {"uri": 3}])
+def test_subscribe_without_a_uri_is_invalid_params(
+    session: LegacySession, method: str, params: JSON
+) -> None:
+    assert session.request(method, params).json()["error"]["code"] == -32602
+
+
+def test_reading_a_missing_resource_is_32002_with_the_uri(session: LegacySession) -> None:
+    response = session.request("resources/read", {"uri": "test://no-such-thing"}, request_id=4)
+    assert response.status_code == 200
+    assert response.json() == {
         "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"},
+        "id": 4,
+        "error": {
+            "code": -32002,
+            "message": "Resource not found",
+            "data": {"uri": "test://no-such-thing"},
         },
     }
-    r = c.post(
-        "/mcp", data=json.dumps(body), content_type="application/json", headers={"Accept": ACCEPT}
-    )
-    print(r.status_code, r.headers, r.json())
-    sid = r["Mcp-Session-Id"]
-    h = {"Accept": ACCEPT, "Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"}
-    body = {
-        "jsonrpc": "2.0",
-        "id": 2,
-        "method": "tools/call",
-        "params": {"name": "test_tool_with_logging", "arguments": {}},
+
+
+def test_reading_a_resource(session: LegacySession) -> None:
+    result = session.result_of("resources/read", {"uri": WATCHED})
+    assert result["contents"] == [
+        {
+            "uri": WATCHED,
+            "mimeType": "text/plain",
+            "text": "This is the content of the watched resource.",
+        }
+    ]
+
+
+def test_common_methods_are_served_in_a_session(session: LegacySession) -> None:
+    names = [tool["name"] for tool in session.result_of("tools/list")["tools"]]
+    assert names[:2] == ["add", "logo"]
+    added = session.result_of("tools/call", {"name": "add", "arguments": {"numbers": [2, 3]}})
+    assert added["structuredContent"] == {"sum": 5}
+    assert "resultType" not in added
+
+
+def test_unknown_method_is_method_not_found(session: LegacySession) -> None:
+    response = session.request("tasks/list", {}, request_id=9)
+    assert response.status_code == 200
+    assert response.json()["error"] == {"code": -32601, "message": "Method not found: tasks/list"}
+
+
+def test_unknown_tool_is_invalid_params(session: LegacySession) -> None:
+    response = session.request("tools/call", {"name": "no-such-tool"})
+    assert response.json()["error"]["code"] == -32602
+
+
+def test_malformed_message_in_a_session_is_400(session: LegacySession) -> None:
+    response = session.post({"jsonrpc": "2.0", "id": 5, "method": 42})
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == -32600
+    assert response.json()["id"] == 5
+
+
+def test_failing_resource_handler_is_an_internal_error(
+    session: LegacySession, temporary: Callable[..., None]
+) -> None:
+    def broken(context: RequestContext) -> str:
+        raise RuntimeError("the disk is on fire")
+
+    temporary("resource", broken, uri="test://broken")
+    # The endpoint reports the exception as Django would; the test client would re-raise it.
+    session.client = Client(raise_request_exception=False)
+    response = session.request("resources/read", {"uri": "test://broken"})
+    assert response.json()["error"] == {"code": -32603, "message": "Internal error"}
+
+
+def test_response_nobody_waits_for_is_accepted(session: LegacySession) -> None:
+    response = session.answer("nobody-asked", {"action": "accept", "content": {}})
+    assert response.status_code == 202 and response.content == b""
+
+
+def test_other_client_notifications_are_accepted(session: LegacySession) -> None:
+    response = session.notify("notifications/roots/list_changed")
+    assert response.status_code == 202 and response.content == b""
+
+
+def test_stateless_request_without_a_session_is_not_taken_for_the_initialize_era() -> None:
+    body, headers = modern_request("tools/list")
+    response = post_raw(Client(), body, **headers)
+    assert response.status_code == 200
+    assert response.json()["result"]["resultType"] == "complete"
+
+
+def test_bare_json_value_without_a_session_is_not_taken_for_the_initialize_era() -> None:
+    response = post_raw(Client(), 3)
+    assert response.status_code == 400
+    assert "Mcp-Session-Id" not in response.json()["error"]["message"]
+
+
+# -- the input loop ---------------------------------------------------------------------------
+
+
+def accept_name(name: str = "Ada") -> JSON:
+    return {"action": "accept", "content": {"name": name}}
+
+
+def test_greet_elicits_on_the_post_stream_and_uses_the_answer(
+    connect: Callable[..., LegacySession],
+) -> None:
+    session = connect(LATEST, {"elicitation": {}})
+    reader = session.call_streaming("greet", request_id=11)
+    assert reader.answered() == 200
+    assert reader.headers["Content-Type"] == "text/event-stream"
+    priming = reader.next()
+    assert priming.data == "" and priming.id and priming.retry == 1000
+    asked = reader.next()
+    request = asked.message
+    assert request is not None and asked.id is not None
+    assert request["method"] == "elicitation/create"
+    assert isinstance(request["id"], str)
+    assert request["params"] == {
+        "mode": "form",
+        "message": "Who should I greet?",
+        "requestedSchema": {
+            "type": "object",
+            "properties": {"name": {"type": "string"}},
+            "required": ["name"],
+        },
     }
-    r = c.post("/mcp", data=json.dumps(body), content_type="application/json", headers=h)
-    print(r.status_code, r.headers, type(r.streaming_content))
-    t = time.monotonic()
-    content = r.streaming_content
-    if hasattr(content, "__aiter__"):
-        import asyncio
+    assert session.answer(request["id"], accept_name()).status_code == 202
+    final = reader.next_message()
+    assert final["id"] == 11
+    assert tool_text(final) == "Hello, Ada!"
+    assert reader.until_end() == []
 
-        async def go():
-            async for chunk in content:
-                print(time.monotonic() - t, threading.current_thread().name, chunk)
 
-        asyncio.run(go())
-    else:
-        for chunk in content:
-            print(time.monotonic() - t, chunk)
+def test_elicitation_requests_have_no_mode_before_2025_11_25(
+    connect: Callable[..., LegacySession],
+) -> None:
+    session = connect("2025-06-18", {"elicitation": {}})
+    reader = session.call_streaming("greet")
+    request = reader.next_message()
+    assert "mode" not in request["params"]
+    assert request["params"]["message"] == "Who should I greet?"
+    session.answer(request["id"], accept_name("Grace"))
+    assert tool_text(reader.next_message()) == "Hello, Grace!"
+
+
+def test_two_steps_asks_twice_and_carries_the_name(connect: Callable[..., LegacySession]) -> None:
+    session = connect(LATEST, {"elicitation": {}})
+    reader = session.call_streaming("two-steps")
+    first = reader.next_message()
+    assert first["params"]["message"] == "Name?"
+    session.answer(first["id"], accept_name())
+    second = reader.next_message()
+    assert second["params"]["message"] == "Color?"
+    assert second["id"] != first["id"]
+    session.answer(second["id"], {"action": "accept", "content": {"color": "blue"}})
+    assert tool_text(reader.next_message()) == "Ada likes blue"
+
+
+def test_sampling_request_goes_to_the_client_and_its_answer_to_the_tool(
+    connect: Callable[..., LegacySession],
+) -> None:
+    session = connect(LATEST, {"sampling": {}})
+    reader = session.call_streaming("test_sampling", {"prompt": "Capital of France?"})
+    request = reader.next_message()
+    assert request["method"] == "sampling/createMessage"
+    assert request["params"]["maxTokens"] == 100
+    assert request["params"]["messages"] == [
+        {"role": "user", "content": {"type": "text", "text": "Capital of France?"}}
+    ]
+    answer = {"role": "assistant", "content": {"type": "text", "text": "Paris"}, "model": "m"}
+    session.answer(request["id"], answer)
+    assert tool_text(reader.next_message()) == "LLM response: Paris"
+
+
+def test_roots_request_goes_to_the_client(connect: Callable[..., LegacySession]) -> None:
+    session = connect(LATEST, {"roots": {}})
+    reader = session.call_streaming("test_input_required_result_list_roots")
+    request = reader.next_message()
+    assert request["method"] == "roots/list"
+    session.answer(request["id"], {"roots": [{"uri": "file:///work", "name": "work"}]})
+    final = reader.next_message()
+    assert final["result"]["content"][0]["text"] == "Client exposed 1 root(s)."
+
+
+def test_several_requests_of_one_round_are_all_awaited(
+    connect: Callable[..., LegacySession],
+) -> None:
+    session = connect(LATEST, FORM_AND_MORE)
+    reader = session.call_streaming("test_input_required_result_multiple_inputs")
+    requests = {m["method"]: m for m in (reader.next_message() for _ in range(3))}
+    assert set(requests) == {"elicitation/create", "sampling/createMessage", "roots/list"}
+    session.answer(requests["roots/list"]["id"], {"roots": []})
+    session.answer(requests["elicitation/create"]["id"], accept_name())
+    sampled = {"role": "assistant", "content": {"type": "text", "text": "Hi."}, "model": "m"}
+    session.answer(requests["sampling/createMessage"]["id"], sampled)
+    assert (
+        tool_text(reader.next_message()) == "Hello, Ada! Model said: Hi. Client exposed 0 root(s)."
+    )
+
+
+def test_url_elicitation_on_2025_11_25_gets_an_elicitation_id(
+    connect: Callable[..., LegacySession], temporary: Callable[..., None]
+) -> None:
+    def sign_in(arguments: JSON, context: RequestContext) -> Any:
+        if context.input_response("login") is None:
+            return input_required({"login": elicit_url("Sign in", "https://example.com/login")})
+        return "signed in"
+
+    temporary("tool", sign_in, name="sign_in_for_tests")
+    session = connect(LATEST, {"elicitation": {"url": {}}})
+    reader = session.call_streaming("sign_in_for_tests")
+    request = reader.next_message()
+    assert request["params"]["mode"] == "url"
+    assert request["params"]["url"] == "https://example.com/login"
+    assert isinstance(request["params"]["elicitationId"], str)
+    session.answer(request["id"], {"action": "accept"})
+    assert tool_text(reader.next_message()) == "signed in"
+
+
+def test_answers_to_other_requests_are_ignored(connect: Callable[..., LegacySession]) -> None:
+    session = connect(LATEST, {"elicitation": {}})
+    reader = session.call_streaming("greet")
+    request = reader.next_message()
+    assert session.answer("tools/call-not-ours", accept_name("Mallory")).status_code == 202
+    session.answer(request["id"], accept_name())
+    assert tool_text(reader.next_message()) == "Hello, Ada!"
+
+
+def test_client_error_answer_is_an_error_result(connect: Callable[..., LegacySession]) -> None:
+    session = connect(LATEST, {"elicitation": {}})
+    reader = session.call_streaming("greet", request_id=12)
+    request = reader.next_message()
+    refusal = {
+        "jsonrpc": "2.0",
+        "id": request["id"],
+        "error": {"code": -1, "message": "User said no"},
+    }
+    assert session.post(refusal).status_code == 202
+    final = reader.next_message()
+    assert final["id"] == 12
+    assert final["result"]["isError"] is True
+    assert tool_text(final) == "The client refused the request: User said no"
+
+
+def test_client_without_elicitation_gets_an_error_result_naming_it(session: LegacySession) -> None:
+    response = session.request("tools/call", {"name": "greet"}, request_id=13)
+    assert response["Content-Type"] == "application/json"
+    result = response.json()["result"]
+    assert result["isError"] is True
+    assert "elicitation" in result["content"][0]["text"]
+
+
+def test_client_with_form_only_cannot_get_a_url_elicitation(
+    connect: Callable[..., LegacySession], temporary: Callable[..., None]
+) -> None:
+    def sign_in(arguments: JSON, context: RequestContext) -> Any:
+        return input_required({"login": elicit_url("Sign in", "https://example.com/login")})
+
+    temporary("tool", sign_in, name="sign_in_for_tests")
+    session = connect(LATEST, {"elicitation": {}})
+    result = session.result_of("tools/call", {"name": "sign_in_for_tests"})
+    assert result["isError"] is True and "elicitation" in result["content"][0]["text"]
+
+
+def test_prompt_needing_input_without_the_capability_is_an_error_response(
+    session: LegacySession,
+) -> None:
+    response = session.request("prompts/get", {"name": "test_input_required_result_prompt"})
+    error = response.json()["error"]
+    assert "elicitation" in error["message"]
+
+
+def test_unanswered_request_times_out_as_an_error_result(
+    connect: Callable[..., LegacySession], settings: Any
+) -> None:
+    set_mcp(settings, INPUT_TIMEOUT_SECONDS=0.5)
+    session = connect(LATEST, {"elicitation": {}})
+    started = time.monotonic()
+    messages = sse_messages(session.request("tools/call", {"name": "greet"}, request_id=14))
+    assert time.monotonic() - started < WAIT
+    assert messages[0]["method"] == "elicitation/create"
+    final = messages[-1]
+    assert final["id"] == 14 and final["result"]["isError"] is True
+    assert "did not answer in time" in tool_text(final)
+
+
+def test_cancelled_notification_ends_the_waiting_call_promptly(
+    connect: Callable[..., LegacySession],
+) -> None:
+    session = connect(LATEST, {"elicitation": {}})
+    reader = session.call_streaming("greet", request_id=15)
+    reader.next_message()
+    started = time.monotonic()
+    cancel = session.notify("notifications/cancelled", {"requestId": 15, "reason": "changed mind"})
+    assert cancel.status_code == 202
+    final = reader.next_message(timeout=2.0)
+    assert time.monotonic() - started < 2.0
+    assert final["id"] == 15 and final["result"]["isError"] is True
+    assert "cancelled" in tool_text(final)
+
+
+def test_cancelling_another_request_id_leaves_the_call_waiting(
+    connect: Callable[..., LegacySession],
+) -> None:
+    session = connect(LATEST, {"elicitation": {}})
+    reader = session.call_streaming("greet", request_id=16)
+    request = reader.next_message()
+    session.notify("notifications/cancelled", {"requestId": 999})
+    session.answer(request["id"], accept_name())
+    assert tool_text(reader.next_message()) == "Hello, Ada!"
+
+
+def test_endless_input_requests_give_up_after_max_rounds(
+    session: LegacySession, temporary: Callable[..., None]
+) -> None:
+    rounds: list[int] = []
+
+    def forever(arguments: JSON, context: RequestContext) -> Any:
+        count = (context.state or {}).get("round", 0) + 1
+        rounds.append(count)
+        return input_required(state={"round": count})
+
+    temporary("tool", forever, name="forever_for_tests")
+    result = session.result_of("tools/call", {"name": "forever_for_tests"})
+    assert result["isError"] is True
+    assert result["content"][0]["text"] == "Gave up after 25 rounds of input"
+    assert rounds == list(range(1, 26))
+
+
+# -- 2025-03-26 batches -----------------------------------------------------------------------
+
+
+def test_batch_of_two_requests_and_a_notification_answers_both_requests(
+    connect: Callable[..., LegacySession],
+) -> None:
+    session = connect("2025-03-26")
+    batch = [
+        {"jsonrpc": "2.0", "id": 1, "method": "ping"},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {
+            "jsonrpc": "2.0",
+            "id": "two",
+            "method": "tools/call",
+            "params": {"name": "add", "arguments": {"numbers": [1, 2]}},
+        },
+    ]
+    response = session.post(batch)
+    assert response.status_code == 200
+    answers = response.json()
+    assert [a["id"] for a in answers] == [1, "two"]
+    assert answers[0]["result"] == {}
+    assert answers[1]["result"]["structuredContent"] == {"sum": 3}
+    assert Session.objects.get(pk=session.id).initialized is True
+
+
+def test_batched_tool_call_answers_without_its_notifications(
+    connect: Callable[..., LegacySession],
+) -> None:
+    session = connect("2025-03-26")
+    batch = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "test_tool_with_logging"},
+        }
+    ]
+    answers = session.post(batch).json()
+    assert len(answers) == 1
+    assert tool_text(answers[0]) == "Logging test completed: sent 3 info messages."
+
+
+def test_batch_of_notifications_only_is_202(connect: Callable[..., LegacySession]) -> None:
+    session = connect("2025-03-26")
+    batch = [
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}},
+    ]
+    response = session.post(batch)
+    assert response.status_code == 202 and response.content == b""
+
+
+@pytest.mark.parametrize("version", ["2025-06-18", "2025-11-25"])
+def test_batch_after_2025_03_26_is_400(connect: Callable[..., LegacySession], version: str) -> None:
+    session = connect(version)
+    response = session.post([{"jsonrpc": "2.0", "id": 1, "method": "ping"}])
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == -32600
+
+
+def test_batch_without_a_session_is_400() -> None:
+    response = post_raw(Client(), [{"jsonrpc": "2.0", "id": 1, "method": "ping"}])
+    assert response.status_code == 400
+
+
+def test_initialize_inside_a_batch_is_refused(connect: Callable[..., LegacySession]) -> None:
+    session = connect("2025-03-26")
+    sessions_before = Session.objects.count()
+    batch = [
+        initialize_body("2025-03-26", request_id=1),
+        {"jsonrpc": "2.0", "id": 2, "method": "ping"},
+    ]
+    answers = session.post(batch).json()
+    assert answers[0]["id"] == 1 and answers[0]["error"]["code"] == -32600
+    assert answers[1] == {"jsonrpc": "2.0", "id": 2, "result": {}}
+    assert Session.objects.count() == sessions_before
+
+
+def test_empty_batch_is_400(connect: Callable[..., LegacySession]) -> None:
+    session = connect("2025-03-26")
+    assert session.post([]).status_code == 400
+
+
+def test_nested_batch_and_bad_members_get_error_entries(
+    connect: Callable[..., LegacySession],
+) -> None:
+    session = connect("2025-03-26")
+    answers = session.post([[{"jsonrpc": "2.0", "id": 1, "method": "ping"}], {"id": 2}]).json()
+    assert [a["error"]["code"] for a in answers] == [-32600, -32600]
+
+
+def test_batched_call_needing_input_does_not_wait_for_a_request_never_sent(
+    connect: Callable[..., LegacySession], settings: Any
+) -> None:
+    set_mcp(settings, INPUT_TIMEOUT_SECONDS=2)
+    session = connect("2025-03-26", {"elicitation": {}})
+    started = time.monotonic()
+    batch = [{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "greet"}}]
+    response = session.post(batch)
+    elapsed = time.monotonic() - started
+    # Either the request reached the client (an event stream) or the call failed at once.
+    assert response["Content-Type"] == "text/event-stream" or elapsed < 1.0
+
+
+# -- the GET stream ---------------------------------------------------------------------------
+
+
+def test_get_stream_carries_updates_of_subscribed_resources_only(
+    session: LegacySession,
+) -> None:
+    stream = session.listen()
+    session.result_of("resources/subscribe", {"uri": WATCHED})
+    mcp_app.site.notify_resource_updated("test://static-text")
+    mcp_app.site.notify_resource_updated(WATCHED)
+    assert stream.next_message() == {
+        "jsonrpc": "2.0",
+        "method": "notifications/resources/updated",
+        "params": {"uri": WATCHED},
+    }
+
+
+def test_subscriptions_made_before_the_stream_opened_apply(session: LegacySession) -> None:
+    session.result_of("resources/subscribe", {"uri": WATCHED})
+    stream = session.listen()
+    mcp_app.site.notify_resource_updated(WATCHED)
+    assert stream.next_message()["params"] == {"uri": WATCHED}
+
+
+def test_get_stream_announces_tool_list_changes(session: LegacySession) -> None:
+    stream = session.listen()
+
+    def passing_tool(arguments: JSON, context: RequestContext) -> str:
+        return "here for a moment"
+
+    mcp_app.site.add_tool(passing_tool, name="passing_tool_for_tests")
+    try:
+        changed = stream.next_message()
+    finally:
+        mcp_app.site.remove_tool("passing_tool_for_tests")
+    assert changed == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+    assert stream.next_message() == changed
+
+
+def test_unsubscribed_uri_gets_no_more_updates(session: LegacySession) -> None:
+    session.result_of("resources/subscribe", {"uri": WATCHED})
+    stream = session.listen()
+    session.result_of("resources/unsubscribe", {"uri": WATCHED})
+    mcp_app.site.notify_resource_updated(WATCHED)
+    # A list change afterwards is the first thing the stream carries.
+    mcp_app.site.announce({"kinds": ["prompts"]}, "lists")
+    assert stream.next_message()["method"] == "notifications/prompts/list_changed"
+
+
+def test_session_outbox_messages_go_out_on_the_get_stream(session: LegacySession) -> None:
+    stream = session.listen()
+    outbox = mcp_app.site.channel(f"outbox:{session.id}")
+    backend().publish(outbox, {"unrelated": True})
+    ping = {"jsonrpc": "2.0", "id": "srv-1", "method": "ping"}
+    backend().publish(outbox, {"send": ping})
+    assert stream.next_message() == ping
+
+
+def test_get_stream_ignores_changes_of_kinds_it_does_not_know(session: LegacySession) -> None:
+    stream = session.listen()
+    mcp_app.site.announce({"kinds": ["widgets"]}, "lists")
+    mcp_app.site.announce({"kinds": ["templates"]}, "lists")
+    assert stream.next_message()["method"] == "notifications/resources/list_changed"
+
+
+def test_a_notification_goes_on_only_one_of_two_get_streams(session: LegacySession) -> None:
+    first, second = session.listen(), session.listen()
+    mcp_app.site.announce({"kinds": ["tools"]}, "lists")
+    received = 0
+    for stream in (first, second):
+        try:
+            stream.next_message(timeout=1.0)
+            received += 1
+        except AssertionError:
+            pass
+    assert received == 1
+
+
+# -- resumption -------------------------------------------------------------------------------
+
+
+def call_reconnection(session: LegacySession, request_id: int = 21) -> tuple[str, StreamReader]:
+    """Call ``test_reconnection``; its stream closes after the priming event."""
+    reader = session.call_streaming("test_reconnection", request_id=request_id)
+    assert reader.answered() == 200
+    events = reader.until_end()
+    assert len(events) == 1
+    priming = events[0]
+    assert priming.data == "" and priming.retry == 1000 and priming.id
+    return priming.id, reader
+
+
+def wait_for_event_rows(session_id: str, count: int) -> None:
+    deadline = time.monotonic() + WAIT
+    while StreamEvent.objects.filter(session_id=session_id).count() < count:
+        assert time.monotonic() < deadline, "the call did not finish in time"
+        time.sleep(0.02)
+
+
+def test_closed_stream_resumes_with_the_result_while_the_call_runs(
+    session: LegacySession,
+) -> None:
+    priming_id, _ = call_reconnection(session)
+    stream = priming_id.rpartition("-")[0]
+    resumed = session.resume(priming_id)
+    assert resumed.answered() == 200
+    events = [event for event in resumed.until_end() if event.message is not None]
+    assert [event.id for event in events] == [f"{stream}-1"]
+    final = events[0].message
+    assert final is not None and final["id"] == 21
+    assert tool_text(final) == "Reconnection test completed."
+
+
+def test_resuming_after_the_call_finished_replays_the_result(session: LegacySession) -> None:
+    priming_id, _ = call_reconnection(session)
+    wait_for_event_rows(session.id, 1)
+    resumed = session.resume(priming_id)
+    messages = [event.message for event in resumed.until_end() if event.message is not None]
+    assert [m["id"] for m in messages] == [21]
+
+
+def test_resuming_from_a_later_event_replays_only_what_followed(session: LegacySession) -> None:
+    response = session.request("tools/call", {"name": "test_tool_with_logging"}, request_id=22)
+    events = stream_events(response)
+    assert events[2].id is not None
+    resumed = session.resume(events[2].id)
+    replayed = [event for event in resumed.until_end() if event.message is not None]
+    assert [event.id for event in replayed] == [events[3].id, events[4].id]
+    assert replayed[-1].message is not None and replayed[-1].message["id"] == 22
+
+
+def test_resumed_stream_follows_the_call_live_and_skips_stale_events(
+    session: LegacySession, temporary: Callable[..., None]
+) -> None:
+    release = threading.Event()
+
+    def hold(arguments: JSON, context: RequestContext) -> str:
+        context.close_stream()
+        release.wait(WAIT)
+        return "released"
+
+    temporary("tool", hold, name="hold_for_tests")
+    reader = session.call_streaming("hold_for_tests", request_id=24)
+    (priming,) = reader.until_end()
+    assert priming.id is not None
+    stream = priming.id.rpartition("-")[0]
+    resumed = session.resume(priming.id)
+    assert resumed.next().comment == "stream open"
+    # An event the client already has (an old number) is not sent again.
+    stale = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info"}}
+    backend().publish(mcp_app.site.channel(f"stream:{stream}"), {"seq": 0, "message": stale})
+    release.set()
+    final = resumed.next_message()
+    assert final["id"] == 24 and tool_text(final) == "released"
+    assert resumed.until_end() == []
+
+
+@pytest.mark.parametrize("last_event_id", ["nonsense", "stream-", "-3", "feedfacefeedface-5"])
+def test_unknown_last_event_id_is_400(session: LegacySession, last_event_id: str) -> None:
+    headers = session.headers(**{"Last-Event-ID": last_event_id})
+    response = session.client.get("/mcp", headers=headers)
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == -32600
+
+
+def test_last_event_id_past_the_streams_end_is_400(session: LegacySession) -> None:
+    events = stream_events(session.request("tools/call", {"name": "test_tool_with_logging"}))
+    stream = (events[0].id or "").rpartition("-")[0]
+    assert [event.id for event in events] == [f"{stream}-{n}" for n in range(5)]
+    headers = session.headers(**{"Last-Event-ID": f"{stream}-99"})
+    response = session.client.get("/mcp", headers=headers)
+    response.close()
+    assert response.status_code == 400
+
+
+def test_another_session_cannot_resume_from_a_later_event(
+    connect: Callable[..., LegacySession],
+) -> None:
+    owner, other = connect(), connect()
+    response = owner.request("tools/call", {"name": "test_tool_with_logging"})
+    events = stream_events(response)
+    assert events[1].id is not None
+    headers = other.headers(**{"Last-Event-ID": events[1].id})
+    assert other.client.get("/mcp", headers=headers).status_code == 400
+
+
+def test_another_session_cannot_resume_from_the_priming_event(
+    connect: Callable[..., LegacySession],
+) -> None:
+    owner, other = connect(), connect()
+    priming_id, _ = call_reconnection(owner)
+    headers = other.headers(**{"Last-Event-ID": priming_id})
+    response = other.client.get("/mcp", headers=headers)
+    response.close()
+    assert response.status_code in (400, 404)
+
+
+def test_made_up_stream_with_event_zero_is_400(session: LegacySession) -> None:
+    headers = session.headers(**{"Last-Event-ID": "feedfacefeedface-0"})
+    response = session.client.get("/mcp", headers=headers)
+    response.close()
+    assert response.status_code == 400
+
+
+def test_last_event_id_with_a_superscript_digit_is_400(session: LegacySession) -> None:
+    client = Client(raise_request_exception=False)
+    response = client.get("/mcp", headers=session.headers(**{"Last-Event-ID": "abc-²"}))
+    assert response.status_code == 400
+
+
+def test_close_stream_before_2025_11_25_keeps_the_stream_until_the_result(
+    connect: Callable[..., LegacySession],
+) -> None:
+    session = connect("2025-06-18")
+    # Without a priming event there is nothing to resume from: the call answers in full.
+    response = session.request("tools/call", {"name": "test_reconnection"}, request_id=23)
+    assert response["Content-Type"] == "application/json"
+    assert response.json()["id"] == 23
+    assert "isError" not in response.json()["result"]

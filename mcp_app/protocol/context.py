@@ -63,6 +63,8 @@ class RequestContext:
         self.cancelled = threading.Event()
         self._run_async = run_async
         self._last_progress: float | None = None
+        #: False where the client cannot be asked anything (a 2025-03-26 batch).
+        self.interactive = True
         #: Set by transports that can end the response early while the request goes on.
         self.close_hook: Callable[[], None] | None = None
 

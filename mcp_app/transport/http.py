@@ -97,10 +97,13 @@ class Call:
 
     def run(self, emit: Callable[[Event], None]) -> tuple[int, Event]:
         self.ctx.emit = lambda message: emit(self.event(message))
-        if self.log is not None:
+        if self.log is not None and self.retry_ms is not None:
+            # Only a stream that opened with a priming event can be let go of and resumed.
 
             def close() -> None:
                 self.streaming = True
+                assert self.log is not None
+                self.log.open()
                 emit(Event(close=True))
 
             self.ctx.close_hook = close

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from .. import sessions
 from ..conf import conf
 from ..delivery import backend
-from ..events import StreamLog, events_after, parse_event_id
+from ..events import StreamLog, events_from, parse_event_id, stream_channel
 from ..input import InputRequired
 from ..protocol import jsonrpc, legacy, versions
 from ..protocol.context import RequestContext
@@ -70,6 +70,9 @@ class SessionStream:
         self.server = endpoint.server
         self.session = session
         self.subscriptions = set(session.subscriptions)
+        self.token = uuid.uuid4().hex
+        #: Each message goes on one stream: the session's newest GET stream takes over.
+        self.active = True
 
     @property
     def channels(self) -> list[str]:
@@ -85,9 +88,20 @@ class SessionStream:
         return []
 
     def backlog(self) -> list[Event]:
+        backend().publish(
+            self.server.channel(f"outbox:{self.session.id}"), {"takeover": self.token}
+        )
         return []
 
     def notifications(self, channel: str, message: JSON) -> list[Event]:
+        if message.get("ended"):
+            self.finished = True
+            return []
+        if "takeover" in message:
+            self.active = message["takeover"] == self.token
+            return []
+        if not self.active:
+            return []
         if channel == self.server.channel("lists"):
             keys = {KIND_TO_FILTER.get(kind) for kind in message.get("kinds", ())}
             return [Event(jsonrpc.notification(method)) for key, _, method in LISTS if key in keys]
@@ -118,21 +132,25 @@ class Resume:
 
     @property
     def channels(self) -> list[str]:
-        return [self.server.channel(f"stream:{self.stream}")]
+        return [stream_channel(self.server, self.session_id, self.stream)]
 
     def opening(self) -> list[Event]:
         return []
 
     def _take(self, seq: int, message: JSON) -> list[Event]:
-        if seq <= self.seq or self.finished:
+        if self.finished:
+            return []
+        final = "id" in message and ("result" in message or "error" in message)
+        if seq <= self.seq:
+            # The event the client already has: if it was the last, there is nothing more.
+            self.finished = self.finished or (seq == self.seq and final)
             return []
         self.seq = seq
-        if "id" in message and ("result" in message or "error" in message):
-            self.finished = True
+        self.finished = final
         return [Event(message, f"{self.stream}-{seq}")]
 
     def backlog(self) -> list[Event]:
-        found = events_after(self.session_id, self.stream, self.seq) or []
+        found = events_from(self.session_id, self.stream, self.seq) or []
         return [event for seq, message in found for event in self._take(seq, message)]
 
     def notifications(self, channel: str, message: JSON) -> list[Event]:
@@ -210,7 +228,7 @@ class LegacyEndpoint:
         last = incoming.headers.get("last-event-id")
         if last:
             parsed = parse_event_id(last)
-            if parsed is None or events_after(session.id, *parsed) is None:
+            if parsed is None or events_from(session.id, *parsed) is None:
                 return error_reply(None, InvalidRequest("Unknown Last-Event-ID"), 400)
             return Reply(200, listen=Resume(self.server, session.id, parsed[0], parsed[1], None))
         return Reply(200, listen=SessionStream(self, session))
@@ -222,6 +240,9 @@ class LegacyEndpoint:
         if session is None:
             return refused  # type: ignore[return-value]
         sessions.store().end(session.id)
+        # Open GET streams end, and calls waiting for the client's answers stop waiting.
+        backend().publish(self.server.channel(f"outbox:{session.id}"), {"ended": True})
+        backend().publish(self.server.channel(f"session:{session.id}"), {"ended": True})
         return Reply(200)
 
     # -- messages ------------------------------------------------------------------------
@@ -360,6 +381,7 @@ class LegacyEndpoint:
             if reply is None:
                 answers.append(_error(None, InvalidRequest("Nested batch")))
             elif reply.call is not None:
+                reply.call.ctx.interactive = False
                 _status, final = reply.call.run(lambda event: None)
                 answers.append(final.message or {})
             elif reply.body is not None:
@@ -381,7 +403,7 @@ class LegacyEndpoint:
         inbox: queue.Queue[JSON] = queue.Queue()
 
         def sink(channel: str, message: JSON) -> None:
-            if message.get("cancel") == request_id:
+            if message.get("cancel") == request_id or message.get("ended"):
                 ctx.cancelled.set()
                 inbox.put({})
             elif "id" in message:
@@ -413,6 +435,8 @@ class LegacyEndpoint:
         inbox: queue.Queue[JSON],
     ) -> str | None:
         """Send the input requests to the client and wait for every answer; a failure's text."""
+        if not ctx.interactive:
+            return "Input cannot be asked for inside a batch; send the request on its own"
         missing = outcome.required_capabilities(session.capabilities)
         if missing:
             names = ", ".join(sorted(missing))

@@ -1,0 +1,30 @@
+"""``manage.py mcp_clean``: remove expired initialize-era sessions and stream events kept too long.
+
+Sessions idle longer than ``MCP_APP["SESSION_IDLE_SECONDS"]`` are already refused (404); this
+deletes them from the session store, with their events. Events older than
+``MCP_APP["EVENT_RETENTION_SECONDS"]`` can no longer be replayed; they go too. Run it
+periodically (cron, a scheduler); it is safe to run while the site serves.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand
+
+from ... import events, sessions
+
+
+class Command(BaseCommand):
+    help = (
+        "Remove expired MCP sessions (SESSION_IDLE_SECONDS) and stream events older than "
+        "EVENT_RETENTION_SECONDS."
+    )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        removed_sessions = sessions.store().clean()
+        removed_events = events.clean_events()
+        self.stdout.write(
+            f"Removed {removed_sessions} expired session(s) "
+            f"and {removed_events} old stream event(s)."
+        )

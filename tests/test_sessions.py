@@ -1,0 +1,286 @@
+"""Initialize-era session stores: the database store and the cache store, behind one interface."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from datetime import timedelta
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from django.core.cache import caches
+from django.core.cache.backends import base as cache_base
+from django.core.cache.backends import locmem
+from django.test import override_settings
+from django.utils import timezone
+
+from mcp_app import sessions
+from mcp_app.models import Session, StreamEvent
+from mcp_app.sessions import (
+    CacheSessionStore,
+    DatabaseSessionStore,
+    SessionData,
+    SessionStore,
+    new_session_id,
+)
+
+pytestmark = pytest.mark.django_db
+
+LOCMEM = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "sessions": {
+        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+        "LOCATION": "mcp-session-tests",
+    },
+}
+
+
+class FakeClock:
+    """Seconds since the epoch that only move when a test says so."""
+
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def time(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    """The clock LocMemCache reads for expiry, under the test's control."""
+    fake = FakeClock()
+    monkeypatch.setattr(locmem, "time", SimpleNamespace(time=fake.time))
+    monkeypatch.setattr(cache_base, "time", SimpleNamespace(time=fake.time))
+    return fake
+
+
+@pytest.fixture
+def cache_settings() -> Iterator[None]:
+    with override_settings(
+        CACHES=LOCMEM,
+        MCP_APP={
+            "SESSION_STORE": "mcp_app.sessions.CacheSessionStore",
+            "SESSION_CACHE": "sessions",
+            "SESSION_IDLE_SECONDS": 60,
+        },
+    ):
+        caches["sessions"].clear()
+        yield
+        caches["sessions"].clear()
+
+
+@pytest.fixture(params=["database", "cache"])
+def store(request: pytest.FixtureRequest) -> SessionStore:
+    """Each store, configured as a site would configure it."""
+    if request.param == "cache":
+        request.getfixturevalue("cache_settings")
+        return CacheSessionStore()
+    return DatabaseSessionStore()
+
+
+def make(session_id: str = "s" * 43, **changes: Any) -> SessionData:
+    data = SessionData(
+        id=session_id,
+        server="default",
+        protocol_version="2025-11-25",
+        client_info={"name": "tests", "version": "1"},
+        capabilities={"elicitation": {}},
+    )
+    for name, value in changes.items():
+        setattr(data, name, value)
+    return data
+
+
+def age_row(session_id: str, seconds: float) -> None:
+    Session.objects.filter(pk=session_id).update(
+        last_seen=timezone.now() - timedelta(seconds=seconds)
+    )
+
+
+# -- both stores --------------------------------------------------------------------------------
+
+
+def test_created_session_is_found_as_it_was_stored(store: SessionStore) -> None:
+    data = make()
+    store.create(data)
+    assert store.get(data.id) == data
+
+
+def test_unknown_session_is_none(store: SessionStore) -> None:
+    assert store.get("never-created") is None
+
+
+def test_update_changes_only_the_named_fields(store: SessionStore) -> None:
+    data = make()
+    store.create(data)
+    store.update(data.id, log_level="error", subscriptions=["test://a"], initialized=True)
+    found = store.get(data.id)
+    assert found is not None
+    assert (found.log_level, found.subscriptions, found.initialized) == (
+        "error",
+        ["test://a"],
+        True,
+    )
+    assert found.capabilities == {"elicitation": {}}
+
+
+def test_update_of_an_unknown_session_creates_nothing(store: SessionStore) -> None:
+    store.update("never-created", log_level="error")
+    assert store.get("never-created") is None
+
+
+def test_end_removes_the_session_and_says_whether_it_existed(store: SessionStore) -> None:
+    data = make()
+    store.create(data)
+    assert store.end(data.id) is True
+    assert store.get(data.id) is None
+    assert store.end(data.id) is False
+
+
+def test_sessions_are_kept_apart(store: SessionStore) -> None:
+    first, second = make("a" * 43), make("b" * 43, protocol_version="2025-03-26")
+    store.create(first)
+    store.create(second)
+    store.update(first.id, log_level="debug")
+    store.end(first.id)
+    assert store.get(second.id) == second
+
+
+# -- the database store -------------------------------------------------------------------------
+
+
+@override_settings(MCP_APP={"SESSION_IDLE_SECONDS": 60})
+def test_database_session_idle_too_long_is_gone() -> None:
+    store = DatabaseSessionStore()
+    store.create(make())
+    age_row(make().id, 61)
+    assert store.get(make().id) is None
+
+
+@override_settings(MCP_APP={"SESSION_IDLE_SECONDS": 60})
+def test_database_get_restarts_the_idle_clock() -> None:
+    store = DatabaseSessionStore()
+    store.create(make())
+    age_row(make().id, 50)
+    assert store.get(make().id) is not None
+    assert timezone.now() - Session.objects.get().last_seen < timedelta(seconds=5)
+    # So the session lives on past its first deadline.
+    age_row(make().id, 30)
+    assert store.get(make().id) is not None
+
+
+def test_database_get_within_a_second_does_not_write() -> None:
+    store = DatabaseSessionStore()
+    store.create(make())
+    seen = Session.objects.get().last_seen - timedelta(milliseconds=500)
+    Session.objects.update(last_seen=seen)
+    assert store.get(make().id) is not None
+    assert Session.objects.get().last_seen == seen
+
+
+def test_database_end_drops_the_sessions_events_only() -> None:
+    store = DatabaseSessionStore()
+    store.create(make("a" * 43))
+    store.create(make("b" * 43))
+    StreamEvent.objects.create(session_id="a" * 43, stream="s1", seq=1, message={})
+    StreamEvent.objects.create(session_id="b" * 43, stream="s2", seq=1, message={})
+    store.end("a" * 43)
+    assert list(StreamEvent.objects.values_list("session_id", flat=True)) == ["b" * 43]
+
+
+@override_settings(MCP_APP={"SESSION_IDLE_SECONDS": 60})
+def test_database_clean_removes_expired_sessions_and_their_events() -> None:
+    store = DatabaseSessionStore()
+    for name in "abc":
+        store.create(make(name * 43))
+        StreamEvent.objects.create(session_id=name * 43, stream=f"s{name}", seq=1, message={})
+    age_row("a" * 43, 61)
+    age_row("b" * 43, 3600)
+    age_row("c" * 43, 30)
+    assert store.clean() == 2
+    assert list(Session.objects.values_list("pk", flat=True)) == ["c" * 43]
+    assert list(StreamEvent.objects.values_list("session_id", flat=True)) == ["c" * 43]
+    assert store.clean() == 0
+
+
+# -- the cache store ----------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("cache_settings")
+def test_cache_session_expires_after_the_idle_time(clock: FakeClock) -> None:
+    store = CacheSessionStore()
+    store.create(make())
+    clock.now += 59
+    assert store.get(make().id) is not None
+    clock.now += 61
+    assert store.get(make().id) is None
+
+
+@pytest.mark.usefixtures("cache_settings")
+def test_cache_get_restarts_the_idle_clock(clock: FakeClock) -> None:
+    store = CacheSessionStore()
+    store.create(make())
+    for _ in range(3):
+        clock.now += 45
+        assert store.get(make().id) is not None
+
+
+@pytest.mark.usefixtures("cache_settings")
+def test_cache_update_restarts_the_idle_clock(clock: FakeClock) -> None:
+    store = CacheSessionStore()
+    store.create(make())
+    clock.now += 45
+    store.update(make().id, log_level="info")
+    clock.now += 45
+    found = store.get(make().id)
+    assert found is not None and found.log_level == "info"
+
+
+@pytest.mark.usefixtures("cache_settings")
+def test_cache_store_uses_the_configured_cache_under_its_prefix() -> None:
+    CacheSessionStore().create(make())
+    stored = caches["sessions"].get(CacheSessionStore.prefix + make().id)
+    assert stored["protocol_version"] == "2025-11-25"
+    assert caches["default"].get(CacheSessionStore.prefix + make().id) is None
+
+
+@pytest.mark.usefixtures("cache_settings")
+def test_cache_clean_leaves_expiry_to_the_cache() -> None:
+    store = CacheSessionStore()
+    store.create(make())
+    assert store.clean() == 0
+    assert store.get(make().id) is not None
+
+
+# -- choosing a store, and ids ------------------------------------------------------------------
+
+
+def test_database_store_is_the_default() -> None:
+    assert isinstance(sessions.store(), DatabaseSessionStore)
+    assert sessions.store() is sessions.store()
+
+
+@pytest.mark.usefixtures("cache_settings")
+def test_store_setting_picks_the_cache_store() -> None:
+    assert isinstance(sessions.store(), CacheSessionStore)
+
+
+def test_base_store_is_abstract_and_cleans_nothing() -> None:
+    base = SessionStore()
+    with pytest.raises(NotImplementedError):
+        base.create(make())
+    with pytest.raises(NotImplementedError):
+        base.get("x")
+    with pytest.raises(NotImplementedError):
+        base.update("x", log_level="info")
+    with pytest.raises(NotImplementedError):
+        base.end("x")
+    assert base.clean() == 0
+
+
+def test_new_session_ids_are_random_url_safe_and_long() -> None:
+    ids = {new_session_id() for _ in range(50)}
+    assert len(ids) == 50
+    for session_id in ids:
+        assert re.fullmatch(r"[A-Za-z0-9_-]{43}", session_id)
