@@ -17,6 +17,7 @@ from .input import elicit, elicit_url, input_required, roots, sample
 from .protocol.context import RequestContext
 from .protocol.jsonrpc import ProtocolError, ResourceNotFound
 from .registry import PromptArgument
+from .rows import row_handler
 from .server import Server, servers, site
 
 __version__ = "0.1.0"
@@ -57,6 +58,7 @@ __all__ = [
     "resource_link",
     "resource_template",
     "roots",
+    "row_handler",
     "sample",
     "servers",
     "site",

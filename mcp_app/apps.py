@@ -14,7 +14,10 @@ class SimpleMCPAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import checks  # noqa: F401  registers the system checks
+        from . import (
+            checks,  # noqa: F401  registers the system checks
+            signals,  # noqa: F401  connects the row-change receivers
+        )
 
 
 class MCPAppConfig(SimpleMCPAppConfig):

@@ -1,8 +1,22 @@
-"""Database tables of the app: initialize-era sessions and the events kept for resuming streams."""
+"""Database tables of the app: sessions, stream events, delivery messages, and definitions as rows."""
 
 from __future__ import annotations
 
-from django.db import models
+import hashlib
+import mimetypes
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.core.files.storage import Storage
+from django.db import models, router, transaction
+from django.utils.text import capfirst
+
+from . import rows
+from . import schema as schema_module
+from .registry import NAME_RE
+from .uritemplate import URITemplate, URITemplateError
 
 
 class Session(models.Model):
@@ -59,3 +73,596 @@ class DeliveryMessage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.channel} #{self.id}"
+
+
+# -- definitions as data -----------------------------------------------------------------
+#
+# Site staff edit these rows in the admin; ``mcp_app.rows`` merges them with the code
+# definitions of their server, and ``mcp_app.signals`` announces every committed edit.
+
+#: A URI: a scheme, a colon, then no whitespace.
+URI_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:\S*$")
+#: Prompt argument names: usable as ``{{ name }}`` in the messages' templates.
+ARGUMENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+MIME_RE = re.compile(r"^[\w.+-]+/[\w.+-]+(?:\s*;.*)?$")
+
+ICONS_SCHEMA: dict[str, Any] = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "required": ["src"],
+        "properties": {
+            "src": {"type": "string", "minLength": 1},
+            "mimeType": {"type": "string"},
+            "sizes": {"type": "array", "items": {"type": "string"}},
+            "theme": {"enum": ["light", "dark"]},
+        },
+    },
+}
+TOOL_ANNOTATIONS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "title": {"type": "string"},
+        "readOnlyHint": {"type": "boolean"},
+        "destructiveHint": {"type": "boolean"},
+        "idempotentHint": {"type": "boolean"},
+        "openWorldHint": {"type": "boolean"},
+    },
+}
+RESOURCE_ANNOTATIONS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "audience": {"type": "array", "items": {"enum": ["user", "assistant"]}},
+        "priority": {"type": "number", "minimum": 0, "maximum": 1},
+        "lastModified": {"type": "string", "format": "date-time"},
+    },
+}
+META_SCHEMA: dict[str, Any] = {"type": "object"}
+
+
+def server_choices() -> list[tuple[str, str]]:
+    """The servers whose catalogs take rows, for the ``server`` field of every definition."""
+    from .server import servers
+
+    return [(name, name) for name, server in servers.items() if server.rows]
+
+
+def tool_handler_choices() -> list[tuple[str, str]]:
+    """The row handlers offered to tool rows."""
+    return rows.handler_choices("tools")
+
+
+def template_handler_choices() -> list[tuple[str, str]]:
+    """The row handlers offered to resource template rows."""
+    return rows.handler_choices("templates")
+
+
+Errors = dict[str, list[str]]
+
+
+def _add(errors: Errors, field: str, message: str) -> None:
+    errors.setdefault(field, []).append(message)
+
+
+def _check_json(errors: Errors, field: str, value: Any, schema: dict[str, Any], what: str) -> None:
+    if value is None:
+        return
+    problems = schema_module.validate(schema, value)
+    if problems:
+        _add(errors, field, schema_module.format_problems(problems, prefix=f"Invalid {what}"))
+
+
+def _check_name(errors: Errors, name: str, kind: str) -> None:
+    if name and not NAME_RE.match(name):
+        _add(
+            errors,
+            "name",
+            f"A {kind} name is 1-64 characters of letters, digits, '_', '-' and '.'.",
+        )
+
+
+def _check_template(errors: Errors, field: str, source: str) -> None:
+    problem = rows.template_error(source)
+    if problem:
+        _add(errors, field, problem)
+
+
+def _check_handler_config(errors: Errors, handler: str, kind: str, config: Any) -> None:
+    found = rows.get_handler(handler)
+    if found is None or kind not in found.kinds or found.check is None:
+        return  # an unknown handler is the choice field's error
+    try:
+        found.check(config)
+    except ValidationError as exc:
+        for message in exc.messages:
+            _add(errors, "config", message)
+
+
+def _check_schema_field(errors: Errors, field: str, value: Any, *, root_object: bool) -> None:
+    if value is None:
+        return
+    if not isinstance(value, dict):
+        _add(errors, field, 'A JSON Schema here is an object, e.g. {"type": "object"}.')
+        return
+    if root_object and value.get("type") != "object":
+        _add(errors, field, 'The root of an input schema must have "type": "object".')
+        return
+    try:
+        schema_module.check_schema(value)
+    except schema_module.SchemaError as exc:
+        _add(errors, field, str(exc))
+
+
+class _Tracked(models.Model):
+    """A row whose every save commits together with its server's catalog generation."""
+
+    class Meta:
+        abstract = True
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        using = kwargs.get("using") or router.db_for_write(type(self), instance=self)
+        # ``post_save`` (where ``mcp_app.signals`` bumps the generation) runs after Django's
+        # own atomic block; this one holds the row and the bump in the same transaction.
+        with transaction.atomic(using=using):
+            super().save(*args, **kwargs)
+
+
+class Definition(_Tracked):
+    """What every kind of definition row has: its server, identity, face and listing place."""
+
+    KIND = ""
+
+    server = models.CharField(
+        max_length=100,
+        choices=server_choices,
+        default="default",
+        help_text="The MCP server (mcp_app.servers) whose catalog lists this.",
+    )
+    name = models.CharField(max_length=200)
+    title = models.CharField(max_length=200, blank=True, help_text="A display name for people.")
+    description = models.TextField(blank=True)
+    icons = models.JSONField(
+        default=list,
+        blank=True,
+        help_text='A list of icons, e.g. [{"src": "https://example.com/i.png", '
+        '"mimeType": "image/png", "sizes": ["48x48"]}].',
+    )
+    meta = models.JSONField(
+        "_meta",
+        default=dict,
+        blank=True,
+        help_text="An object sent as the definition's _meta.",
+    )
+    enabled = models.BooleanField(default=True, help_text="Only enabled rows are listed.")
+    order = models.IntegerField(
+        default=0,
+        help_text="Rows list after code definitions, by this number, then by name.",
+    )
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        abstract = True
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.server})"
+
+    #: The fields identifying a row within its server, for the uniqueness error.
+    UNIQUE_FIELDS: tuple[str, ...] = ("name",)
+
+    def unique_error_message(
+        self, model_class: type[models.Model], unique_check: Sequence[str]
+    ) -> ValidationError:
+        """Put a per-server duplicate on the field that repeats, not on the whole form."""
+        checked = tuple(unique_check)
+        if len(checked) == 2 and checked[0] == "server" and checked[1] in self.UNIQUE_FIELDS:
+            field = checked[1]
+            label = getattr(self._meta.get_field(field), "verbose_name", field)
+            message = (
+                f"{capfirst(self._meta.verbose_name)} with this {label} already exists on "
+                f"server {self.server!r}."
+            )
+            error = ValidationError({field: [ValidationError(message, code="unique")]})
+            # UniqueConstraint.validate() re-raises this with its code.
+            error.code = "unique_together"
+            return error
+        return super().unique_error_message(model_class, unique_check)
+
+    def _normalize_json(self, fields: Mapping[str, Callable[[], Any]]) -> None:
+        # A JSON field the form left empty is None; store the field's empty value instead.
+        for name, empty in fields.items():
+            if getattr(self, name) is None:
+                setattr(self, name, empty())
+
+    def clean(self) -> None:
+        """Raises: ValidationError, keyed by field."""
+        self._normalize_json({"icons": list, "meta": dict})
+        errors: Errors = {}
+        _check_json(errors, "icons", self.icons, ICONS_SCHEMA, "icons")
+        _check_json(errors, "meta", self.meta, META_SCHEMA, "_meta")
+        self.check_definition(errors)
+        if errors:
+            raise ValidationError(errors)
+
+    def check_definition(self, errors: Errors) -> None:
+        """Add this kind's problems to ``errors``."""
+
+    def code_clash(self, errors: Errors, field: str, key: str, kind: str, noun: str) -> None:
+        if key and key in rows.code_keys(self.server, kind):
+            _add(
+                errors,
+                field,
+                f"A {noun} {key!r} is registered in code on server {self.server!r}; "
+                "code definitions take precedence, so this row would never be listed.",
+            )
+
+
+class Tool(Definition):
+    """A tool defined as a row: bound to a row handler, or restyling a tool defined in code."""
+
+    KIND = "tools"
+
+    name = models.CharField(
+        max_length=64, help_text="1-64 letters, digits, '_', '-', '.'; unique per server."
+    )
+    overrides_code = models.BooleanField(
+        "restyles a code tool",
+        default=False,
+        help_text="Change the tool of this name registered in code instead of defining a new "
+        "one: each attribute set here replaces the code's, blank ones keep it; unticking "
+        "'enabled' removes the code tool from the catalog. No handler or config then.",
+    )
+    handler = models.CharField(
+        max_length=100,
+        blank=True,
+        choices=tool_handler_choices,
+        help_text="What runs when the tool is called (offered by code with "
+        "@mcp_app.rows.row_handler).",
+    )
+    config = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Passed to the handler as context.config; the template handler takes "
+        '{"template": "Hello {{ name }}"}.',
+    )
+    input_schema = models.JSONField(
+        null=True,
+        blank=True,
+        help_text='A JSON Schema (2020-12) of the arguments, root "type": "object". Blank: no '
+        "arguments (a new tool) or the code tool's schema (a restyling row).",
+    )
+    output_schema = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="A JSON Schema (2020-12) of the structured result, if any.",
+    )
+    annotations = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='Hints such as {"readOnlyHint": true, "openWorldHint": false}.',
+    )
+
+    class Meta:
+        verbose_name = "MCP tool"
+        ordering = ["server", "order", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["server", "name"], name="mcp_app_tool_server_name")
+        ]
+
+    def check_definition(self, errors: Errors) -> None:
+        self._normalize_json({"annotations": dict, "config": dict})
+        _check_name(errors, self.name, "tool")
+        _check_schema_field(errors, "input_schema", self.input_schema, root_object=True)
+        _check_schema_field(errors, "output_schema", self.output_schema, root_object=False)
+        _check_json(errors, "annotations", self.annotations, TOOL_ANNOTATIONS_SCHEMA, "annotations")
+        if self.overrides_code:
+            if self.handler:
+                _add(errors, "handler", "A row restyling a code tool runs the code's handler.")
+            if self.config:
+                _add(errors, "config", "A row restyling a code tool has no config.")
+            if self.name and self.name not in rows.code_keys(self.server, "tools"):
+                _add(
+                    errors,
+                    "name",
+                    f"No tool {self.name!r} is registered in code on server {self.server!r}.",
+                )
+            return
+        if not self.handler:
+            _add(errors, "handler", "Choose what runs when the tool is called.")
+        else:
+            _check_handler_config(errors, self.handler, "tools", self.config)
+        if self.handler == "template" and self.output_schema is not None:
+            # The engine would refuse every call: a rendered template is text, not structure.
+            _add(errors, "output_schema", "The template handler returns text; leave this blank.")
+        if self.name in rows.code_keys(self.server, "tools"):
+            _add(
+                errors,
+                "name",
+                f"A tool {self.name!r} is registered in code on server {self.server!r}; tick "
+                "'restyles a code tool' to change it.",
+            )
+
+
+def resource_storage() -> Storage:
+    """Where uploaded resource files go: ``STORAGES["mcp_app"]`` if set, else the default."""
+    from django.conf import settings
+    from django.core.files.storage import default_storage, storages
+
+    if "mcp_app" in settings.STORAGES:
+        return storages["mcp_app"]
+    return default_storage
+
+
+class Resource(Definition):
+    """A resource defined as a row: a text, or an uploaded file served as a blob."""
+
+    KIND = "resources"
+    UNIQUE_FIELDS = ("uri",)
+
+    uri = models.CharField("URI", max_length=512, help_text="An absolute URI, unique per server.")
+    name = models.CharField(max_length=200, help_text="A short identifier, e.g. readme.")
+    mime_type = models.CharField(
+        "MIME type",
+        max_length=100,
+        blank=True,
+        help_text="Blank: text/plain for text, guessed from the file name for a file.",
+    )
+    text = models.TextField(blank=True, help_text="The content, served as text.")
+    file = models.FileField(
+        upload_to="mcp_app/resources/",
+        storage=resource_storage,
+        blank=True,
+        help_text="Or a file, served as a base64 blob (instead of text).",
+    )
+    size = models.PositiveBigIntegerField(null=True, blank=True, editable=False)
+    digest = models.CharField("SHA-256", max_length=64, blank=True, editable=False)
+    annotations = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='E.g. {"audience": ["user"], "priority": 0.5}.',
+    )
+
+    class Meta:
+        verbose_name = "MCP resource"
+        ordering = ["server", "order", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["server", "uri"], name="mcp_app_resource_server_uri")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.uri} ({self.server})"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.file:
+            # A new upload (not yet committed to storage), or a file named through the ORM,
+            # is measured once, here; the digest tells later saves whether content changed.
+            uploaded = not getattr(self.file, "_committed", True)
+            if uploaded or self.size is None or not self.digest:
+                self.size, self.digest = _measure(self.file.chunks())
+            if not self.mime_type:
+                sent = getattr(self.file.file, "content_type", None) if uploaded else None
+                guessed = mimetypes.guess_type(self.file.name or "")[0]
+                self.mime_type = guessed or sent or "application/octet-stream"
+        else:
+            self.size, self.digest = _measure([self.text.encode()])
+            if not self.mime_type:
+                self.mime_type = "text/plain"
+        super().save(*args, **kwargs)
+
+    def check_definition(self, errors: Errors) -> None:
+        self._normalize_json({"annotations": dict})
+        if self.uri and (not URI_RE.match(self.uri) or "{" in self.uri):
+            _add(
+                errors,
+                "uri",
+                "Enter an absolute URI such as file:///notes.txt (a URI with {variables} is a "
+                "resource template).",
+            )
+        if self.mime_type and not MIME_RE.match(self.mime_type):
+            _add(errors, "mime_type", "Enter a MIME type such as text/markdown.")
+        if self.text and self.file:
+            _add(errors, "text", "Give either text or a file, not both.")
+        elif not self.text and not self.file:
+            _add(errors, "text", "Give the resource's text, or upload a file.")
+        _check_json(
+            errors, "annotations", self.annotations, RESOURCE_ANNOTATIONS_SCHEMA, "annotations"
+        )
+        self.code_clash(errors, "uri", self.uri, "resources", "resource at")
+
+
+def _measure(chunks: Iterable[bytes]) -> tuple[int, str]:
+    digest = hashlib.sha256()
+    size = 0
+    for chunk in chunks:
+        digest.update(chunk)
+        size += len(chunk)
+    return size, digest.hexdigest()
+
+
+class ResourceTemplate(Definition):
+    """A resource template defined as a row: a Django template of the URI's variables."""
+
+    KIND = "templates"
+    UNIQUE_FIELDS = ("name", "uri_template")
+
+    name = models.CharField(
+        max_length=64, help_text="1-64 letters, digits, '_', '-', '.'; unique per server."
+    )
+    uri_template = models.CharField(
+        "URI template",
+        max_length=512,
+        help_text="An RFC 6570 template, e.g. notes://{topic}; unique per server.",
+    )
+    mime_type = models.CharField("MIME type", max_length=100, blank=True)
+    text = models.TextField(
+        blank=True,
+        help_text="A Django template rendered with the URI's variables, e.g. Notes on {{ topic }}.",
+    )
+    handler = models.CharField(
+        max_length=100,
+        blank=True,
+        choices=template_handler_choices,
+        help_text="Or a handler offered by code, called with the variables (instead of text).",
+    )
+    config = models.JSONField(
+        default=dict, blank=True, help_text="Passed to the handler as context.config."
+    )
+    annotations = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='E.g. {"audience": ["user"], "priority": 0.5}.',
+    )
+
+    class Meta:
+        verbose_name = "MCP resource template"
+        ordering = ["server", "order", "name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["server", "name"], name="mcp_app_resourcetemplate_server_name"
+            ),
+            models.UniqueConstraint(
+                fields=["server", "uri_template"], name="mcp_app_resourcetemplate_server_uri"
+            ),
+        ]
+
+    def check_definition(self, errors: Errors) -> None:
+        self._normalize_json({"annotations": dict, "config": dict})
+        _check_name(errors, self.name, "resource template")
+        if self.uri_template:
+            try:
+                parsed = URITemplate(self.uri_template)
+                parsed.match("")  # what the matcher cannot serve fails here, not on a read
+            except URITemplateError as exc:
+                _add(errors, "uri_template", str(exc))
+            else:
+                if not parsed.variables:
+                    _add(
+                        errors,
+                        "uri_template",
+                        "A URI template has {variables}; without any, add a resource instead.",
+                    )
+                elif not URI_RE.match(self.uri_template.replace("{", "x").replace("}", "x")):
+                    _add(errors, "uri_template", "The template must make absolute URIs.")
+        if self.text and self.handler:
+            _add(errors, "text", "Give either a template text or a handler, not both.")
+        elif not self.text and not self.handler:
+            _add(errors, "text", "Give a template text, or choose a handler.")
+        elif self.text:
+            _check_template(errors, "text", self.text)
+        else:
+            _check_handler_config(errors, self.handler, "templates", self.config)
+        if self.config and not self.handler:
+            _add(errors, "config", "Only a handler takes a config.")
+        _check_json(
+            errors, "annotations", self.annotations, RESOURCE_ANNOTATIONS_SCHEMA, "annotations"
+        )
+        self.code_clash(errors, "name", self.name, "templates", "resource template")
+
+
+class Prompt(Definition):
+    """A prompt defined as a row: its arguments and ordered messages are inline rows."""
+
+    KIND = "prompts"
+
+    name = models.CharField(
+        max_length=64, help_text="1-64 letters, digits, '_', '-', '.'; unique per server."
+    )
+
+    class Meta:
+        verbose_name = "MCP prompt"
+        ordering = ["server", "order", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["server", "name"], name="mcp_app_prompt_server_name")
+        ]
+
+    def check_definition(self, errors: Errors) -> None:
+        _check_name(errors, self.name, "prompt")
+        self.code_clash(errors, "name", self.name, "prompts", "prompt")
+
+
+class PromptArgument(_Tracked):
+    """One argument of a prompt row."""
+
+    prompt = models.ForeignKey(Prompt, on_delete=models.CASCADE, related_name="arguments")
+    name = models.CharField(
+        max_length=64, help_text="Letters, digits and '_', usable as {{ name }} in messages."
+    )
+    title = models.CharField(max_length=200, blank=True)
+    description = models.TextField(blank=True)
+    required = models.BooleanField(default=False)
+    order = models.IntegerField(default=0)
+
+    class Meta:
+        verbose_name = "argument"
+        ordering = ["order", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["prompt", "name"], name="mcp_app_promptargument_prompt_name"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        """Raises: ValidationError, keyed by field."""
+        if self.name and not ARGUMENT_RE.match(self.name):
+            raise ValidationError(
+                {"name": "Use letters, digits and '_', not starting with a digit."}
+            )
+
+
+class PromptMessage(_Tracked):
+    """One message of a prompt row: a text template, or a resource embedded by URI."""
+
+    ROLES = [("user", "user"), ("assistant", "assistant")]
+
+    prompt = models.ForeignKey(Prompt, on_delete=models.CASCADE, related_name="messages")
+    order = models.IntegerField(default=0)
+    role = models.CharField(max_length=16, choices=ROLES, default="user")
+    text = models.TextField(
+        blank=True,
+        help_text="A Django template rendered with the arguments, e.g. Summarize {{ topic }}.",
+    )
+    resource_uri = models.CharField(
+        "resource URI",
+        max_length=512,
+        blank=True,
+        help_text="Or the URI of a resource to embed; it may use the arguments, as in "
+        "notes://{{ topic|urlencode }}.",
+    )
+
+    class Meta:
+        verbose_name = "message"
+        ordering = ["order", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.role} message {self.order}"
+
+    def clean(self) -> None:
+        """Raises: ValidationError, keyed by field."""
+        errors: Errors = {}
+        if self.text and self.resource_uri:
+            _add(errors, "text", "Give either text or a resource URI, not both.")
+        elif not self.text and not self.resource_uri:
+            _add(errors, "text", "Give the message's text, or a resource URI to embed.")
+        elif self.text:
+            _check_template(errors, "text", self.text)
+        else:
+            _check_template(errors, "resource_uri", self.resource_uri)
+            if "{" not in self.resource_uri and not URI_RE.match(self.resource_uri):
+                _add(errors, "resource_uri", "Enter an absolute URI such as file:///notes.txt.")
+        if errors:
+            raise ValidationError(errors)
+
+
+class CatalogGeneration(models.Model):
+    """A counter per server that moves with every committed edit of its definition rows."""
+
+    server = models.CharField(max_length=100, unique=True)
+    value = models.BigIntegerField(default=0)
+
+    class Meta:
+        verbose_name = "MCP catalog generation"
+
+    def __str__(self) -> str:
+        return f"{self.server} @ {self.value}"

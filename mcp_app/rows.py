@@ -2,14 +2,653 @@
 
 from __future__ import annotations
 
-from .registry import PromptDef, ResourceDef, TemplateDef, ToolDef
+import dataclasses
+import functools
+import itertools
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, connections, router, transaction
+from django.db.models import F, Prefetch, Q
+
+from .exceptions import AlreadyRegistered, DefinitionError
+from .registry import KINDS, PromptArgument, PromptDef, ResourceDef, TemplateDef, ToolDef
+from .server import channel_name, servers
+
+if TYPE_CHECKING:
+    from django.db.backends.base.base import BaseDatabaseWrapper
+    from django.template import Template
+
+    from .models import Prompt, Resource, ResourceTemplate, Tool
+
+__all__ = [
+    "RowHandler",
+    "code_keys",
+    "compile_template",
+    "generation",
+    "get_handler",
+    "handler_choices",
+    "merge",
+    "prompt_def",
+    "render_template",
+    "resource_def",
+    "restyled",
+    "row_handler",
+    "template_def",
+    "template_error",
+    "tool_def",
+    "touch",
+]
+
+logger = logging.getLogger("mcp_app")
+
+F_ = TypeVar("F_", bound=Callable[..., Any])
 Lists = tuple[list[ToolDef], list[ResourceDef], list[TemplateDef], list[PromptDef]]
+JSON = dict[str, Any]
+
+# -- handlers that code offers to rows ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RowHandler:
+    """A handler staff may bind rows to, by ``name``, from a list in the admin."""
+
+    name: str
+    label: str
+    function: Callable[..., Any]
+    kinds: frozenset[str]
+    check: Callable[[Any], None] | None = None
+
+
+_handlers: dict[str, RowHandler] = {}
+
+
+def row_handler(
+    name: str,
+    *,
+    label: str | None = None,
+    kinds: Iterable[str] = ("tools",),
+    check: Callable[[Any], None] | None = None,
+) -> Callable[[F_], F_]:
+    """Offer a function to rows of the given kinds (``"tools"``, ``"templates"``).
+
+    The function is called as a code handler of that kind is, ``(arguments, context)`` for a
+    tool and ``(variables, context)`` for a resource template, with the row's ``config`` in
+    ``context.config``. ``check(config)`` raises ``ValidationError`` for a config the function
+    cannot use; the admin shows it on the config field. Returns the function unchanged.
+
+    Raises:
+        AlreadyRegistered: a row handler of that name exists.
+        ValueError: the name is empty or longer than 100 characters, or a kind is unknown.
+    """
+    wanted = frozenset(kinds)
+    if not name or len(name) > 100:
+        raise ValueError("a row handler's name must be 1-100 characters")
+    if not wanted or not wanted <= {"tools", "templates"}:
+        raise ValueError("a row handler serves 'tools' and/or 'templates'")
+
+    def decorator(fn: F_) -> F_:
+        existing = _handlers.get(name)
+        if existing is not None:
+            raise AlreadyRegistered("row handler", name, existing.function, fn)
+        _handlers[name] = RowHandler(name, label or name, fn, wanted, check)
+        return fn
+
+    return decorator
+
+
+def handler_choices(kind: str) -> list[tuple[str, str]]:
+    """The ``(name, label)`` choices of the row handlers that serve ``kind``, by label."""
+    found = [(h.name, h.label) for h in _handlers.values() if kind in h.kinds]
+    return sorted(found, key=lambda choice: choice[1].lower())
+
+
+def get_handler(name: str) -> RowHandler | None:
+    """The row handler registered under ``name``, if any."""
+    return _handlers.get(name)
+
+
+# -- Django templates written by staff ---------------------------------------------------
+
+
+@functools.cache
+def _engine() -> Any:
+    from django.template import Engine, engines
+    from django.template.backends.django import DjangoTemplates
+
+    libraries: dict[str, str] = {}
+    builtins: list[str] = []
+    for backend in engines.all():
+        if isinstance(backend, DjangoTemplates):
+            # The project's tag libraries stay loadable ({% load humanize %}).
+            libraries = dict(backend.engine.libraries)
+            builtins = [b for b in backend.engine.builtins if b not in Engine.default_builtins]
+            break
+    # No loaders: a row's template cannot {% include %} files from the server's disk, and
+    # no autoescaping: the output is text for a model, not HTML.
+    return Engine(loaders=[], libraries=libraries, builtins=builtins, autoescape=False)
+
+
+@functools.lru_cache(maxsize=1024)
+def compile_template(source: str) -> Template:
+    """Compile a row's Django template (cached by its source).
+
+    Raises:
+        TemplateSyntaxError: the template does not compile.
+    """
+    return _engine().from_string(source)  # type: ignore[no-any-return]
+
+
+def render_template(source: str, values: Mapping[str, Any]) -> str:
+    """Render a row's Django template with ``values`` as its variables, unescaped.
+
+    Raises:
+        TemplateSyntaxError: the template does not compile.
+    """
+    from django.template import Context
+
+    return compile_template(source).render(Context(dict(values), autoescape=False))
+
+
+def template_error(source: str) -> str | None:
+    """Why ``source`` does not compile as a Django template, or ``None`` if it does."""
+    from django.template import TemplateSyntaxError
+
+    try:
+        compile_template(source)
+    except TemplateSyntaxError as exc:
+        return f"Template syntax error: {exc}"
+    return None
+
+
+def _check_template_config(config: Any) -> None:
+    if not isinstance(config, dict) or not isinstance(config.get("template"), str):
+        raise ValidationError('The template handler needs {"template": "Hello {{ name }}"}.')
+    problem = template_error(config["template"])
+    if problem:
+        raise ValidationError(problem)
+
+
+@row_handler(
+    "template",
+    label='Django template (config: {"template": "..."}, rendered with the arguments)',
+    check=_check_template_config,
+)
+def _template_tool(arguments: Mapping[str, Any], context: Any) -> str:
+    """The built-in handler: the row's ``config["template"]`` rendered with the arguments."""
+    return render_template(context.config["template"], arguments)
+
+
+# -- the generation and change notifications ---------------------------------------------
+
+#: Unique numbers for views of uncommitted edits (see ``generation``).
+_versions = itertools.count(1)
+_PENDING = "_mcp_app_row_edits"
+
+
+class _Edits:
+    """One server's edits in an open transaction, published in one message when it commits."""
+
+    def __init__(self, server: str) -> None:
+        self.server = server
+        self.kinds: set[str] = set()
+        self.uris: set[str] = set()
+        self.version = 0
+        self.publish = self._publisher()
+
+    def _publisher(self) -> Callable[[], None]:
+        # Django logs a failing robust hook by its __qualname__, which a bound method of an
+        # instance has but an instance does not; so the hook is a plain function.
+        def publish_row_edits() -> None:
+            from .delivery import backend
+
+            delivery = backend()
+            kinds = [kind for kind in KINDS if kind in self.kinds]
+            delivery.publish(channel_name(self.server, "lists"), {"kinds": kinds})
+            for uri in sorted(self.uris):
+                delivery.publish(channel_name(self.server, "updated"), {"uri": uri})
+
+        return publish_row_edits
+
+
+def _live_edits(connection: BaseDatabaseWrapper, server: str) -> _Edits | None:
+    """The server's edits still awaiting this connection's commit, if any.
+
+    They are live while their publish hook is queued: a rollback (of the transaction, or of
+    the savepoint the hook was queued in) drops the hook, and the generation bump with it.
+    """
+    pending: dict[str, _Edits] | None = connection.__dict__.get(_PENDING)
+    if not pending:
+        return None
+    edits = pending.get(server)
+    if edits is None:
+        return None
+    if connection.in_atomic_block and any(
+        entry[1] is edits.publish for entry in connection.run_on_commit
+    ):
+        return edits
+    del pending[server]
+    return None
+
+
+def _seed() -> int:
+    # A generation row starts at the clock (µs), not at 1, so a table emptied and filled
+    # again (flush, restore) never repeats a value some process has cached a catalog for.
+    return time.time_ns() // 1000
+
+
+def _bump(using: str, server: str) -> None:
+    from .models import CatalogGeneration
+
+    rows = CatalogGeneration.objects.using(using).filter(server=server)
+    if rows.update(value=F("value") + 1):
+        return
+    try:
+        # A savepoint: losing the race to create the row must not break the transaction.
+        with transaction.atomic(using=using):
+            CatalogGeneration.objects.using(using).create(server=server, value=_seed())
+    except IntegrityError:
+        rows.update(value=F("value") + 1)
+
+
+def touch(
+    server: str, kinds: Iterable[str], uris: Iterable[str] = (), *, using: str | None = None
+) -> None:
+    """Record an edit of a server's rows: bump its generation, announce it after commit.
+
+    The signal receivers call this for every save and delete; call it yourself after
+    ``bulk_create``, ``QuerySet.update`` or raw SQL, which send no signals. Within one
+    transaction the generation moves once per server and one ``lists`` message carries
+    every changed kind; ``uris`` are resources whose content changed (``updated``).
+
+    Raises:
+        ValueError: a kind is not one of ``tools``, ``resources``, ``templates``, ``prompts``.
+    """
+    from .models import CatalogGeneration
+
+    changed = set(kinds)
+    if not changed or not changed <= set(KINDS):
+        raise ValueError(f"kinds must be among {KINDS}, got {sorted(changed)}")
+    alias = using or router.db_for_write(CatalogGeneration)
+    connection = connections[alias]
+    edits = _live_edits(connection, server) if connection.in_atomic_block else None
+    fresh = edits is None
+    if edits is None:
+        _bump(alias, server)
+        edits = _Edits(server)
+    edits.kinds |= changed
+    edits.uris.update(uris)
+    edits.version = next(_versions)
+    if fresh:
+        if connection.in_atomic_block:
+            connection.__dict__.setdefault(_PENDING, {})[server] = edits
+        transaction.on_commit(edits.publish, using=alias, robust=True)
 
 
 def generation(server_name: str) -> int:
-    """The server's row generation: changes with every committed edit of its rows."""
+    """The server's row generation: changes with every committed edit of its rows.
+
+    One indexed query; ``0`` before any edit. Inside a transaction that has edited the
+    server's rows, a unique negative number instead, so a catalog built from uncommitted rows
+    is never mistaken for the committed one, whether the transaction commits or not.
+    """
+    from .models import CatalogGeneration
+
+    alias = router.db_for_write(CatalogGeneration)
+    connection = connections[alias]
+    if connection.in_atomic_block:
+        edits = _live_edits(connection, server_name)
+        if edits is not None:
+            return -edits.version
+    rows = CatalogGeneration.objects.using(alias).filter(server=server_name)
+    for value in rows.values_list("value", flat=True)[:1]:
+        return value
     return 0
+
+
+# -- building definitions from rows ------------------------------------------------------
+
+
+class _Configured:
+    """A row handler bound to a row's config, for kinds whose context has no config slot."""
+
+    def __init__(self, function: Callable[..., Any], config: Any) -> None:
+        self.function = function
+        self.config = config
+
+    def __call__(self, variables: Any, context: Any) -> Any:
+        context.config = self.config
+        return self.function(variables, context)
+
+
+class _AsyncConfigured(_Configured):
+    async def __call__(self, variables: Any, context: Any) -> Any:
+        context.config = self.config
+        return await self.function(variables, context)
+
+
+def _bind(function: Callable[..., Any], config: Any) -> Callable[..., Any]:
+    from .registry import _is_async
+
+    cls = _AsyncConfigured if _is_async(function) else _Configured
+    return cls(function, config)
+
+
+def _or_none(value: Any) -> Any:
+    return value if value else None
+
+
+def _handler(row: Tool | ResourceTemplate, kind: str) -> RowHandler:
+    found = _handlers.get(row.handler)
+    if found is None or kind not in found.kinds:
+        raise DefinitionError(f"no row handler {row.handler!r} serves {kind}")
+    return found
+
+
+def tool_def(row: Tool) -> ToolDef:
+    """The tool a (non-restyling) tool row defines.
+
+    Raises:
+        DefinitionError: the row's handler is not registered, or an attribute is invalid.
+    """
+    return ToolDef(
+        name=row.name,
+        handler=_handler(row, "tools").function,
+        title=_or_none(row.title),
+        description=_or_none(row.description),
+        input_schema=row.input_schema if row.input_schema is not None else {"type": "object"},
+        output_schema=row.output_schema,
+        annotations=_or_none(row.annotations),
+        icons=_or_none(row.icons),
+        meta=_or_none(row.meta),
+        source="row",
+        config=row.config,
+    )
+
+
+@dataclass(frozen=True)
+class _Restyle:
+    """What a restyling row changes of a code tool: every attribute it sets."""
+
+    changes: Mapping[str, Any]
+
+    @classmethod
+    def of(cls, row: Tool) -> _Restyle:
+        values = {
+            "title": _or_none(row.title),
+            "description": _or_none(row.description),
+            "input_schema": row.input_schema,
+            "output_schema": row.output_schema,
+            "annotations": _or_none(row.annotations),
+            "icons": _or_none(row.icons),
+            "meta": _or_none(row.meta),
+        }
+        return cls({key: value for key, value in values.items() if value is not None})
+
+    def apply(self, tool: ToolDef) -> ToolDef:
+        return dataclasses.replace(tool, **self.changes)
+
+
+def restyled(tool: ToolDef, row: Tool) -> ToolDef:
+    """The code tool as a restyling row shows it.
+
+    Raises:
+        DefinitionError: the result is not a valid tool.
+    """
+    return _Restyle.of(row).apply(tool)
+
+
+def _read_text(text: str) -> Callable[[Any], str]:
+    def read(context: Any) -> str:
+        return text
+
+    return read
+
+
+def _read_file(storage: Any, name: str) -> Callable[[Any], bytes]:
+    def read(context: Any) -> bytes:
+        with storage.open(name, "rb") as handle:
+            return handle.read()  # type: ignore[no-any-return]
+
+    return read
+
+
+def resource_def(row: Resource) -> ResourceDef:
+    """The resource a resource row defines: its text, or its file as a blob.
+
+    Raises:
+        DefinitionError: an attribute is invalid.
+    """
+    if row.file:
+        handler: Callable[[Any], Any] = _read_file(row.file.storage, row.file.name or "")
+    else:
+        handler = _read_text(row.text)
+    return ResourceDef(
+        uri=row.uri,
+        name=row.name,
+        handler=handler,
+        title=_or_none(row.title),
+        description=_or_none(row.description),
+        mime_type=_or_none(row.mime_type),
+        size=row.size,
+        annotations=_or_none(row.annotations),
+        icons=_or_none(row.icons),
+        meta=_or_none(row.meta),
+        source="row",
+    )
+
+
+def _render_variables(source: str) -> Callable[[Mapping[str, str], Any], str]:
+    def read(variables: Mapping[str, str], context: Any) -> str:
+        return render_template(source, variables)
+
+    return read
+
+
+def template_def(row: ResourceTemplate) -> TemplateDef:
+    """The resource template a template row defines.
+
+    Raises:
+        DefinitionError: the handler is not registered, or the URI template is invalid.
+    """
+    if row.handler:
+        handler = _bind(_handler(row, "templates").function, row.config)
+    else:
+        handler = _render_variables(row.text)
+    return TemplateDef(
+        uri_template=row.uri_template,
+        name=row.name,
+        handler=handler,
+        title=_or_none(row.title),
+        description=_or_none(row.description),
+        mime_type=_or_none(row.mime_type),
+        annotations=_or_none(row.annotations),
+        icons=_or_none(row.icons),
+        meta=_or_none(row.meta),
+        source="row",
+    )
+
+
+@dataclass(frozen=True)
+class _Message:
+    role: str
+    text: str
+    resource_uri: str
+
+
+def _embedded(server_name: str, uri: str, role: str, context: Any) -> list[JSON] | Any:
+    """The resource at ``uri`` on the prompt's server, as embedded-resource messages."""
+    from .input import InputRequired
+
+    server = servers.get(server_name) or context.server
+    catalog = server.catalog()
+    previous = context.definition
+    try:
+        outcome = server.engine.resources_read({"uri": uri}, context, catalog)
+    finally:
+        context.definition = previous
+    if isinstance(outcome, InputRequired):
+        return outcome
+    return [
+        {"role": role, "content": {"type": "resource", "resource": item}}
+        for item in outcome["contents"]
+    ]
+
+
+def _prompt_handler(server_name: str, messages: tuple[_Message, ...]) -> Callable[..., Any]:
+    def get(arguments: Mapping[str, str], context: Any) -> Any:
+        out: list[JSON] = []
+        for message in messages:
+            if message.resource_uri:
+                uri = render_template(message.resource_uri, arguments).strip()
+                embedded = _embedded(server_name, uri, message.role, context)
+                if not isinstance(embedded, list):
+                    return embedded  # the resource asked for input
+                out.extend(embedded)
+            else:
+                text = render_template(message.text, arguments)
+                out.append({"role": message.role, "content": {"type": "text", "text": text}})
+        return {"messages": out}
+
+    return get
+
+
+def prompt_def(row: Prompt) -> PromptDef:
+    """The prompt a prompt row defines, with its arguments and messages (prefetched or not).
+
+    Raises:
+        DefinitionError: an attribute is invalid.
+    """
+    arguments = tuple(
+        PromptArgument(
+            name=a.name,
+            description=_or_none(a.description),
+            required=a.required,
+            title=_or_none(a.title),
+        )
+        for a in row.arguments.all()
+    )
+    messages = tuple(_Message(m.role, m.text, m.resource_uri) for m in row.messages.all())
+    return PromptDef(
+        name=row.name,
+        handler=_prompt_handler(row.server, messages),
+        title=_or_none(row.title),
+        description=_or_none(row.description),
+        arguments=arguments,
+        icons=_or_none(row.icons),
+        meta=_or_none(row.meta),
+        source="row",
+    )
+
+
+# -- loading a server's rows, cached per generation --------------------------------------
+
+
+@dataclass
+class _Rows:
+    """A server's enabled rows as definitions, at one generation."""
+
+    generation: int
+    tools: list[ToolDef] = field(default_factory=list)
+    restyles: dict[str, _Restyle] = field(default_factory=dict)
+    hidden: set[str] = field(default_factory=set)
+    resources: list[ResourceDef] = field(default_factory=list)
+    templates: list[TemplateDef] = field(default_factory=list)
+    prompts: list[PromptDef] = field(default_factory=list)
+    #: Code tools as restyled, so their wire form is computed once per generation.
+    memo: dict[ToolDef, ToolDef] = field(default_factory=dict)
+
+    def restyle(self, tool: ToolDef) -> ToolDef:
+        done = self.memo.get(tool)
+        if done is None:
+            try:
+                done = self.restyles[tool.name].apply(tool)
+            except DefinitionError as exc:
+                logger.warning("tool row restyling %r is ignored: %s", tool.name, exc)
+                done = tool
+            self.memo[tool] = done
+        return done
+
+
+_cache: dict[str, _Rows] = {}
+
+D = TypeVar("D")
+
+
+def _build(row: Any, build: Callable[[Any], D], out: list[D]) -> None:
+    try:
+        out.append(build(row))
+    except DefinitionError as exc:
+        # A row saved without validation (ORM, fixtures) must not take the catalog down.
+        logger.warning("%s row %r is left out of the catalog: %s", type(row).__name__, row, exc)
+
+
+def _load(server: str, at: int, alias: str) -> _Rows:
+    from .models import Prompt, PromptArgument, PromptMessage, Resource, ResourceTemplate, Tool
+
+    loaded = _Rows(at)
+    tools = (
+        Tool.objects.using(alias)
+        .filter(server=server)
+        .filter(Q(enabled=True) | Q(overrides_code=True))
+        .order_by("order", "name")
+    )
+    for tool in tools:
+        if not tool.overrides_code:
+            _build(tool, tool_def, loaded.tools)
+        elif tool.enabled:
+            loaded.restyles[tool.name] = _Restyle.of(tool)
+        else:
+            loaded.hidden.add(tool.name)
+    enabled = {"server": server, "enabled": True}
+    for resource in Resource.objects.using(alias).filter(**enabled).order_by("order", "name"):
+        _build(resource, resource_def, loaded.resources)
+    for template in (
+        ResourceTemplate.objects.using(alias).filter(**enabled).order_by("order", "name")
+    ):
+        _build(template, template_def, loaded.templates)
+    prompts = (
+        Prompt.objects.using(alias)
+        .filter(**enabled)
+        .order_by("order", "name")
+        .prefetch_related(
+            Prefetch("arguments", PromptArgument.objects.order_by("order", "id")),
+            Prefetch("messages", PromptMessage.objects.order_by("order", "id")),
+        )
+    )
+    for prompt in prompts:
+        _build(prompt, prompt_def, loaded.prompts)
+    return loaded
+
+
+def _rows(server: str) -> _Rows:
+    from .models import CatalogGeneration
+
+    at = generation(server)
+    cached = _cache.get(server)
+    if cached is not None and cached.generation == at:
+        return cached
+    loaded = _load(server, at, router.db_for_write(CatalogGeneration))
+    _cache[server] = loaded
+    return loaded
+
+
+D2 = TypeVar("D2", ToolDef, ResourceDef, TemplateDef, PromptDef)
+
+
+def _after_code(kind: str, code: list[D2], rows: list[D2], key: Callable[[D2], str]) -> list[D2]:
+    taken = {key(item) for item in code}
+    merged = list(code)
+    for item in rows:
+        if key(item) in taken:
+            logger.warning("%s row %r is shadowed by a code definition", kind, key(item))
+        else:
+            merged.append(item)
+    return merged
 
 
 def merge(
@@ -19,5 +658,35 @@ def merge(
     templates: list[TemplateDef],
     prompts: list[PromptDef],
 ) -> Lists:
-    """The code definitions with the server's enabled rows applied, in listing order."""
-    return tools, resources, templates, prompts
+    """The code definitions with the server's enabled rows applied, in listing order.
+
+    Code definitions come first, in registration order, then rows by ``(order, name)``. A
+    row restyling a code tool replaces it in place; a disabled restyling row removes it. A
+    row whose name (URI for resources) a code definition has is left out: code wins.
+    """
+    rows = _rows(server_name)
+    merged_tools: list[ToolDef] = []
+    for tool in tools:
+        if tool.name in rows.hidden:
+            continue
+        merged_tools.append(rows.restyle(tool) if tool.name in rows.restyles else tool)
+    return (
+        _after_code("tool", merged_tools, rows.tools, lambda t: t.name),
+        _after_code("resource", resources, rows.resources, lambda r: r.uri),
+        _after_code("resource template", templates, rows.templates, lambda t: t.name),
+        _after_code("prompt", prompts, rows.prompts, lambda p: p.name),
+    )
+
+
+def code_keys(server_name: str, kind: str) -> frozenset[str]:
+    """The names (URIs for resources) of a server's code definitions of ``kind``."""
+    server = servers.get(server_name)
+    if server is None:
+        return frozenset()
+    registries: dict[str, Mapping[str, Any]] = {
+        "tools": server._tools,
+        "resources": server._resources,
+        "templates": server._templates,
+        "prompts": server._prompts,
+    }
+    return frozenset(registries[kind])

@@ -77,6 +77,8 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
+MEDIA_URL = "media/"
+MEDIA_ROOT = BASE_DIR / "media"
 
 MCP_APP = {
     "ALLOWED_ORIGINS": env("MCP_ALLOWED_ORIGINS"),

@@ -24,6 +24,9 @@ from mcp_app.transport.listen import KIND_TO_FILTER, Listen
 
 _counter = itertools.count()
 
+# Server.catalog() reads the row generation from the database.
+pytestmark = pytest.mark.django_db
+
 
 @pytest.fixture
 def server() -> Iterator[mcp_app.Server]:

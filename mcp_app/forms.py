@@ -1,0 +1,61 @@
+"""Form fields and widgets of the definition rows' admin: readable JSON, monospace templates."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+from django.forms.fields import InvalidJSONInput
+
+__all__ = ["CodeTextarea", "JSONTextarea", "PrettyJSONField", "RowForm"]
+
+_MONOSPACE = "font-family: monospace; width: 100%; max-width: 48em;"
+
+
+class JSONTextarea(forms.Textarea):
+    """A monospace textarea sized for a few lines of JSON."""
+
+    def __init__(self, attrs: dict[str, Any] | None = None) -> None:
+        super().__init__({"rows": 6, "style": _MONOSPACE, "spellcheck": "false", **(attrs or {})})
+
+
+class CodeTextarea(forms.Textarea):
+    """A monospace textarea for Django template source."""
+
+    def __init__(self, attrs: dict[str, Any] | None = None) -> None:
+        super().__init__({"rows": 4, "style": _MONOSPACE, "spellcheck": "false", **(attrs or {})})
+
+
+class PrettyJSONField(forms.JSONField):
+    """JSON shown indented, and an empty box (not ``null``) for no value."""
+
+    widget = JSONTextarea
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, InvalidJSONInput):
+            return value  # what was typed comes back as typed, with the error
+        if value is None:
+            return ""
+        return json.dumps(value, ensure_ascii=False, indent=2, cls=self.encoder)
+
+
+#: Text fields that hold Django template source, per model name.
+TEMPLATE_FIELDS = {
+    "resourcetemplate": ("text",),
+    "promptmessage": ("text", "resource_uri"),
+}
+
+
+class RowForm(forms.ModelForm):  # type: ignore[type-arg]
+    """The admin's form for a definition row; validation is the model's ``full_clean``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name in TEMPLATE_FIELDS.get(self._meta.model._meta.model_name or "", ()):
+            field = self.fields.get(name)
+            if field is not None:
+                attrs = {"style": _MONOSPACE, "spellcheck": "false"}
+                if isinstance(field.widget, forms.Textarea):
+                    attrs["rows"] = "4"
+                field.widget.attrs.update(attrs)

@@ -1,0 +1,383 @@
+"""The admin of definition rows: every page renders, bad input is a field error and saves nothing."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
+
+from mcp_app import rows
+from mcp_app.models import Prompt, PromptArgument, PromptMessage, Resource, ResourceTemplate, Tool
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+DEFINITION = {
+    "server": "default",
+    "title": "",
+    "description": "",
+    "icons": "",
+    "meta": "",
+    "enabled": "on",
+    "order": "0",
+}
+
+
+@pytest.fixture
+def admin_client() -> Client:
+    """A client logged in as a superuser (no password: hashing one costs half a second)."""
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model().objects.create_superuser("admin", "admin@example.com", None)
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def tool_data(**fields: Any) -> dict[str, Any]:
+    data = {
+        **DEFINITION,
+        "name": "welcome",
+        "handler": "template",
+        "config": json.dumps({"template": "Hello {{ name }}"}),
+        "input_schema": "",
+        "output_schema": "",
+        "annotations": "",
+    }
+    data.update(fields)
+    return {key: value for key, value in data.items() if value is not None}
+
+
+def resource_data(**fields: Any) -> dict[str, Any]:
+    data = {
+        **DEFINITION,
+        "uri": "notes://one",
+        "name": "one",
+        "mime_type": "",
+        "text": "Hello",
+        "annotations": "",
+    }
+    data.update(fields)
+    return data
+
+
+def template_data(**fields: Any) -> dict[str, Any]:
+    data = {
+        **DEFINITION,
+        "name": "notes",
+        "uri_template": "notes://{topic}",
+        "mime_type": "",
+        "text": "Notes on {{ topic }}",
+        "handler": "",
+        "config": "",
+        "annotations": "",
+    }
+    data.update(fields)
+    return data
+
+
+def inline(prefix: str, forms: list[dict[str, Any]], initial: int = 0) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        f"{prefix}-TOTAL_FORMS": str(len(forms)),
+        f"{prefix}-INITIAL_FORMS": str(initial),
+        f"{prefix}-MIN_NUM_FORMS": "0",
+        f"{prefix}-MAX_NUM_FORMS": "1000",
+    }
+    for index, form in enumerate(forms):
+        for key, value in form.items():
+            data[f"{prefix}-{index}-{key}"] = value
+    return data
+
+
+def prompt_data(
+    arguments: list[dict[str, Any]] | None = None,
+    messages: list[dict[str, Any]] | None = None,
+    **fields: Any,
+) -> dict[str, Any]:
+    data = {**DEFINITION, "name": "brief", **fields}
+    data.update(
+        inline(
+            "arguments",
+            arguments
+            if arguments is not None
+            else [
+                {"order": "0", "name": "topic", "description": "", "title": "", "required": "on"}
+            ],
+        )
+    )
+    data.update(
+        inline(
+            "messages",
+            messages
+            if messages is not None
+            else [{"order": "0", "role": "user", "text": "About {{ topic }}", "resource_uri": ""}],
+        )
+    )
+    return data
+
+
+def url(model: str, action: str = "add", pk: int | None = None) -> str:
+    if pk is None:
+        return f"/admin/mcp_app/{model}/{action}/"
+    return f"/admin/mcp_app/{model}/{pk}/{action}/"
+
+
+def form_errors(response: Any) -> dict[str, list[str]]:
+    assert response.status_code == 200, response.status_code
+    errors = response.context["adminform"].form.errors
+    return {field: list(messages) for field, messages in errors.items()}
+
+
+def inline_errors(response: Any, prefix: str) -> list[dict[str, list[str]]]:
+    assert response.status_code == 200, response.status_code
+    for formset in response.context["inline_admin_formsets"]:
+        if formset.formset.prefix == prefix:
+            return [dict(errors) for errors in formset.formset.errors]
+    raise AssertionError(f"no inline {prefix}")
+
+
+# -- pages render --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model", ["tool", "resource", "resourcetemplate", "prompt"])
+def test_add_and_changelist_pages_render(admin_client: Client, model: str) -> None:
+    assert admin_client.get(url(model)).status_code == 200
+    assert admin_client.get(f"/admin/mcp_app/{model}/?q=x&server=default").status_code == 200
+
+
+def test_tool_changelist_says_what_runs(admin_client: Client) -> None:
+    Tool.objects.create(name="welcome", handler="template", config={"template": "x"})
+    Tool.objects.create(name="add", overrides_code=True, title="Sum")
+    Tool.objects.create(name="logo", overrides_code=True, enabled=False)
+    page = admin_client.get("/admin/mcp_app/tool/").content.decode()
+    for text in ("code (restyled)", "code (hidden)", ">template<"):
+        assert text in page
+
+
+def test_change_pages_render_with_the_catalog_entry(admin_client: Client) -> None:
+    tool = Tool.objects.create(name="welcome", handler="template", config={"template": "x"})
+    restyle = Tool.objects.create(name="add", overrides_code=True, title="Sum")
+    hidden = Tool.objects.create(name="logo", overrides_code=True, enabled=False)
+    broken = Tool.objects.create(name="orphan", handler="gone")
+    resource = Resource.objects.create(uri="notes://one", name="one", text="Hello")
+    template = ResourceTemplate.objects.create(name="notes", uri_template="n://{t}", text="x")
+    prompt = Prompt.objects.create(name="brief")
+    PromptArgument.objects.create(prompt=prompt, name="topic")
+    PromptMessage.objects.create(prompt=prompt, text="{{ topic }}")
+    for model, row, expected in [
+        ("tool", tool, "&quot;name&quot;: &quot;welcome&quot;"),
+        ("tool", restyle, "&quot;title&quot;: &quot;Sum&quot;"),
+        ("tool", hidden, "Not listed (disabled)."),
+        ("tool", broken, "Not listed: no row handler"),
+        ("resource", resource, "&quot;uri&quot;: &quot;notes://one&quot;"),
+        ("resourcetemplate", template, "&quot;uriTemplate&quot;: &quot;n://{t}&quot;"),
+        ("prompt", prompt, "&quot;name&quot;: &quot;topic&quot;"),
+    ]:
+        response = admin_client.get(url(model, "change", row.pk))
+        assert response.status_code == 200
+        assert expected in response.content.decode(), (model, row)
+
+
+def test_catalog_entry_of_a_restyling_row_whose_code_tool_is_gone(admin_client: Client) -> None:
+    row = Tool.objects.create(name="vanished", overrides_code=True, title="x")
+    response = admin_client.get(url("tool", "change", row.pk))
+    assert (
+        "Not listed: no tool &#x27;vanished&#x27; is registered in code"
+        in response.content.decode()
+    )
+
+
+def test_json_is_shown_indented_and_empty_not_null(admin_client: Client) -> None:
+    row = Tool.objects.create(
+        name="welcome", handler="template", config={"template": "x"}, output_schema=None
+    )
+    form = admin_client.get(url("tool", "change", row.pk)).context["adminform"].form
+    assert form["config"].value() == '{\n  "template": "x"\n}'
+    assert form["output_schema"].value() == ""
+
+
+# -- adding --------------------------------------------------------------------------------
+
+
+def test_add_a_tool_bumps_the_generation(admin_client: Client) -> None:
+    before = rows.generation("default")
+    schema = {"type": "object", "properties": {"name": {"type": "string"}}}
+    response = admin_client.post(url("tool"), tool_data(input_schema=json.dumps(schema)))
+    assert response.status_code == 302, form_errors(response)
+    tool = Tool.objects.get(name="welcome")
+    assert tool.input_schema == schema and tool.icons == [] and tool.annotations == {}
+    assert rows.generation("default") != before
+
+
+def test_add_a_file_resource(admin_client: Client, settings: Any, tmp_path: Any) -> None:
+    settings.MEDIA_ROOT = str(tmp_path)
+    upload = SimpleUploadedFile("notes.md", b"# Notes\n", content_type="text/markdown")
+    response = admin_client.post(
+        url("resource"), resource_data(uri="files://notes", text="", file=upload)
+    )
+    assert response.status_code == 302, form_errors(response)
+    resource = Resource.objects.get(uri="files://notes")
+    assert (resource.size, resource.mime_type) == (8, "text/markdown")
+
+
+def test_add_a_prompt_with_inline_rows_is_one_generation(admin_client: Client) -> None:
+    Tool.objects.create(name="welcome", handler="template", config={"template": "x"})
+    before = rows.generation("default")
+    response = admin_client.post(
+        url("prompt"),
+        prompt_data(
+            messages=[
+                {"order": "0", "role": "user", "text": "About {{ topic }}", "resource_uri": ""},
+                {"order": "1", "role": "assistant", "text": "", "resource_uri": "notes://x"},
+            ]
+        ),
+    )
+    assert response.status_code == 302, form_errors(response)
+    prompt = Prompt.objects.get(name="brief")
+    assert [a.name for a in prompt.arguments.all()] == ["topic"]
+    assert [m.resource_uri for m in prompt.messages.all()] == ["", "notes://x"]
+    assert rows.generation("default") == before + 1
+
+
+def test_add_a_template_row(admin_client: Client) -> None:
+    response = admin_client.post(url("resourcetemplate"), template_data())
+    assert response.status_code == 302, form_errors(response)
+    assert ResourceTemplate.objects.filter(name="notes").exists()
+
+
+# -- bad input -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "text"),
+    [
+        ({"name": "has space"}, "name", "1-64 characters"),
+        ({"name": "add"}, "name", "registered in code"),
+        ({"handler": ""}, "handler", "Choose what runs"),
+        ({"config": "{not json"}, "config", "Enter a valid JSON."),
+        ({"config": json.dumps({"template": "{% if %}"})}, "config", "Template syntax error"),
+        ({"input_schema": json.dumps({"type": "array"})}, "input_schema", '"type": "object"'),
+        (
+            {"input_schema": json.dumps({"type": "object", "required": "name"})},
+            "input_schema",
+            "invalid schema at /required",
+        ),
+        ({"output_schema": "[1]"}, "output_schema", "is an object"),
+        ({"annotations": json.dumps({"readOnlyHint": 1})}, "annotations", "/readOnlyHint"),
+        ({"icons": json.dumps([{"theme": "neon"}])}, "icons", "Invalid icons"),
+        ({"meta": "[]"}, "meta", "expected object"),
+        ({"server": "nowhere"}, "server", "Select a valid choice"),
+        (
+            {"overrides_code": "on", "name": "missing", "config": "", "handler": ""},
+            "name",
+            "No tool 'missing' is registered in code",
+        ),
+    ],
+)
+def test_bad_tool_input_is_a_field_error(
+    admin_client: Client, fields: dict[str, Any], field: str, text: str
+) -> None:
+    response = admin_client.post(url("tool"), tool_data(**fields))
+    errors = form_errors(response)
+    assert any(text in message for message in errors.get(field, [])), errors
+    assert not Tool.objects.exists()
+
+
+def test_a_duplicate_name_is_an_error_on_the_name(admin_client: Client) -> None:
+    Tool.objects.create(name="welcome", handler="template", config={"template": "x"})
+    errors = form_errors(admin_client.post(url("tool"), tool_data()))
+    assert errors["name"] == ["MCP tool with this name already exists on server 'default'."]
+    assert Tool.objects.count() == 1
+
+
+def test_a_bad_edit_leaves_the_row_as_it_was(admin_client: Client) -> None:
+    row = Tool.objects.create(name="welcome", handler="template", config={"template": "x"})
+    before = rows.generation("default")
+    response = admin_client.post(
+        url("tool", "change", row.pk), tool_data(title="New", config='{"template": "{% if %}"}')
+    )
+    assert "Template syntax error" in form_errors(response)["config"][0]
+    row.refresh_from_db()
+    assert row.title == "" and row.config == {"template": "x"}
+    assert rows.generation("default") == before
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "text"),
+    [
+        ({"uri": "nope"}, "uri", "absolute URI"),
+        ({"text": ""}, "text", "or upload a file"),
+        ({"mime_type": "plain"}, "mime_type", "MIME type"),
+        ({"annotations": '{"priority": "high"}'}, "annotations", "/priority"),
+    ],
+)
+def test_bad_resource_input_is_a_field_error(
+    admin_client: Client, fields: dict[str, Any], field: str, text: str
+) -> None:
+    errors = form_errors(admin_client.post(url("resource"), resource_data(**fields)))
+    assert any(text in message for message in errors.get(field, [])), errors
+    assert not Resource.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "text"),
+    [
+        ({"uri_template": "notes://{topic"}, "uri_template", "invalid URI template"),
+        ({"text": "{% block %}"}, "text", "Template syntax error"),
+        ({"text": "", "handler": "missing"}, "handler", "Select a valid choice"),
+    ],
+)
+def test_bad_template_input_is_a_field_error(
+    admin_client: Client, fields: dict[str, Any], field: str, text: str
+) -> None:
+    errors = form_errors(admin_client.post(url("resourcetemplate"), template_data(**fields)))
+    assert any(text in message for message in errors.get(field, [])), errors
+    assert not ResourceTemplate.objects.exists()
+
+
+def test_bad_inline_input_saves_no_prompt(admin_client: Client) -> None:
+    response = admin_client.post(
+        url("prompt"),
+        prompt_data(
+            arguments=[
+                {"order": "0", "name": "2fast", "description": "", "title": "", "required": ""}
+            ],
+            messages=[
+                {"order": "0", "role": "user", "text": "{{ x|nosuchfilter }}", "resource_uri": ""}
+            ],
+        ),
+    )
+    assert "Use letters, digits" in inline_errors(response, "arguments")[0]["name"][0]
+    assert "Template syntax error" in inline_errors(response, "messages")[0]["text"][0]
+    assert not Prompt.objects.exists()
+    assert not PromptArgument.objects.exists()
+
+
+def test_a_bad_prompt_name_with_good_inlines_saves_nothing(admin_client: Client) -> None:
+    errors = form_errors(admin_client.post(url("prompt"), prompt_data(name="bad name")))
+    assert "1-64 characters" in errors["name"][0]
+    assert not Prompt.objects.exists() and not PromptMessage.objects.exists()
+
+
+# -- actions -------------------------------------------------------------------------------
+
+
+def test_enable_and_disable_actions_save_each_row(admin_client: Client) -> None:
+    rows_ = [
+        Tool.objects.create(name=f"t{i}", handler="template", config={"template": "x"})
+        for i in range(2)
+    ]
+    before = rows.generation("default")
+    selected = [str(row.pk) for row in rows_]
+    response = admin_client.post(
+        "/admin/mcp_app/tool/", {"action": "disable", "_selected_action": selected}
+    )
+    assert response.status_code == 302
+    assert not Tool.objects.filter(enabled=True).exists()
+    assert rows.generation("default") == before + 1  # one transaction
+    admin_client.post(
+        "/admin/mcp_app/tool/", {"action": "enable", "_selected_action": selected[:1]}
+    )
+    assert list(Tool.objects.filter(enabled=True).values_list("name", flat=True)) == ["t0"]

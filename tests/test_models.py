@@ -1,0 +1,298 @@
+"""Definition rows: what ``full_clean`` refuses, what the database refuses, and what save fills in."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import IntegrityError, transaction
+
+from mcp_app import Server, rows, servers
+from mcp_app.exceptions import AlreadyRegistered
+from mcp_app.models import (
+    CatalogGeneration,
+    Prompt,
+    PromptArgument,
+    PromptMessage,
+    Resource,
+    ResourceTemplate,
+    Tool,
+    server_choices,
+    template_handler_choices,
+    tool_handler_choices,
+)
+
+pytestmark = pytest.mark.django_db
+
+PIXEL = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010804000000b51c0c02"
+    "0000000b4944415478da63646000000006000230819d0000000049454e44ae426082"
+)
+
+
+def errors_of(row: Any) -> dict[str, list[str]]:
+    with pytest.raises(ValidationError) as caught:
+        row.full_clean()
+    return caught.value.message_dict
+
+
+def template_tool(**fields: Any) -> Tool:
+    values: dict[str, Any] = {
+        "name": "welcome",
+        "handler": "template",
+        "config": {"template": "Hello {{ name }}"},
+    }
+    values.update(fields)
+    return Tool(**values)
+
+
+# -- tools ---------------------------------------------------------------------------------
+
+
+def test_a_template_tool_is_valid() -> None:
+    tool = template_tool(
+        title="Greet",
+        input_schema={"type": "object", "properties": {"name": {"type": "string"}}},
+        annotations={"readOnlyHint": True},
+        icons=[{"src": "https://example.com/i.png", "sizes": ["48x48"], "theme": "dark"}],
+        meta={"example.com/owner": "docs"},
+    )
+    tool.full_clean()
+    assert tool.server == "default"
+    structured = template_tool(name="echoed", handler="echo", output_schema={"type": "object"})
+    structured.full_clean()
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "text"),
+    [
+        ({"name": "has space"}, "name", "1-64 characters"),
+        ({"name": "x" * 65}, "name", "at most 64"),
+        ({"handler": ""}, "handler", "Choose what runs"),
+        ({"handler": "nope"}, "handler", "not a valid choice"),
+        ({"config": {}}, "config", '{"template": "Hello {{ name }}"}'),
+        ({"config": {"template": "{% if %}"}}, "config", "Template syntax error"),
+        ({"input_schema": {"type": "string"}}, "input_schema", '"type": "object"'),
+        ({"input_schema": ["x"]}, "input_schema", "is an object"),
+        (
+            {"input_schema": {"type": "object", "properties": 3}},
+            "input_schema",
+            "invalid schema at /properties",
+        ),
+        ({"output_schema": {"type": 12}}, "output_schema", "invalid schema at /type"),
+        ({"output_schema": {"type": "object"}}, "output_schema", "returns text"),
+        ({"annotations": {"readOnlyHint": "yes"}}, "annotations", "/readOnlyHint"),
+        ({"annotations": []}, "annotations", "expected object"),
+        ({"icons": [{"mimeType": "image/png"}]}, "icons", "src"),
+        ({"icons": {"src": "x"}}, "icons", "expected array"),
+        ({"meta": "x"}, "meta", "expected object"),
+        ({"server": "no-such-server"}, "server", "not a valid choice"),
+        ({"name": "add"}, "name", "registered in code"),
+    ],
+)
+def test_tool_validation_names_the_field(fields: dict[str, Any], field: str, text: str) -> None:
+    errors = errors_of(template_tool(**fields))
+    assert field in errors, errors
+    assert any(text in message for message in errors[field]), errors[field]
+
+
+def test_restyling_row_needs_a_code_tool_and_no_handler() -> None:
+    ok = Tool(name="add", overrides_code=True, title="Sum")
+    ok.full_clean()
+    errors = errors_of(
+        Tool(name="nothing", overrides_code=True, handler="template", config={"a": 1})
+    )
+    assert "No tool 'nothing' is registered in code" in errors["name"][0]
+    assert "runs the code's handler" in errors["handler"][0]
+    assert "has no config" in errors["config"][0]
+
+
+def test_empty_json_from_a_form_becomes_the_fields_empty_value() -> None:
+    tool = template_tool(icons=None, meta=None, annotations=None)
+    tool.full_clean()
+    assert (tool.icons, tool.meta, tool.annotations) == ([], {}, {})
+
+
+@pytest.fixture
+def other_server() -> Iterator[Server]:
+    server = Server("models-other")
+    yield server
+    servers.pop(server.name, None)
+
+
+def test_names_are_unique_per_server_on_the_field_and_in_the_database(
+    other_server: Server,
+) -> None:
+    template_tool().save()
+    errors = errors_of(template_tool())
+    assert errors["name"] == ["MCP tool with this name already exists on server 'default'."]
+    template_tool(server=other_server.name).full_clean()  # another server may reuse it
+    with pytest.raises(IntegrityError), transaction.atomic():
+        template_tool().save()
+
+
+# -- resources -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "text"),
+    [
+        ({"uri": "not a uri"}, "uri", "absolute URI"),
+        ({"uri": "notes://{topic}"}, "uri", "resource template"),
+        ({"text": ""}, "text", "or upload a file"),
+        ({"mime_type": "text"}, "mime_type", "MIME type"),
+        ({"annotations": {"priority": 2}}, "annotations", "/priority"),
+        ({"annotations": {"audience": ["robots"]}}, "annotations", "/audience/0"),
+        ({"uri": "file:///readme.txt"}, "uri", "registered in code"),
+    ],
+)
+def test_resource_validation_names_the_field(fields: dict[str, Any], field: str, text: str) -> None:
+    values: dict[str, Any] = {"uri": "notes://one", "name": "one", "text": "hello"}
+    values.update(fields)
+    errors = errors_of(Resource(**values))
+    assert any(text in message for message in errors[field]), errors
+
+
+def test_resource_text_and_file_are_exclusive(settings: Any, tmp_path: Any) -> None:
+    settings.MEDIA_ROOT = str(tmp_path)
+    both = Resource(
+        uri="notes://both", name="both", text="x", file=SimpleUploadedFile("a.txt", b"a")
+    )
+    assert "not both" in errors_of(both)["text"][0]
+
+
+def test_resource_save_measures_text_and_defaults_its_mime_type() -> None:
+    resource = Resource.objects.create(uri="notes://one", name="one", text="héllo")
+    assert resource.size == len("héllo".encode())
+    assert resource.mime_type == "text/plain"
+    assert len(resource.digest) == 64
+
+
+def test_resource_save_measures_an_upload_and_guesses_its_type(
+    settings: Any, tmp_path: Any
+) -> None:
+    settings.MEDIA_ROOT = str(tmp_path)
+    upload = SimpleUploadedFile("pixel.png", PIXEL, content_type="application/octet-stream")
+    resource = Resource(uri="images://pixel", name="pixel", file=upload)
+    resource.full_clean()
+    resource.save()
+    assert resource.size == len(PIXEL)
+    assert resource.mime_type == "image/png"
+    first_digest = resource.digest
+    resource.title = "Pixel"
+    resource.save()  # an unchanged file is not read again, and keeps its digest
+    assert resource.digest == first_digest
+    assert resource.file.storage.exists(resource.file.name or "")
+
+
+def test_resource_uri_unique_per_server() -> None:
+    Resource.objects.create(uri="notes://one", name="one", text="a")
+    errors = errors_of(Resource(uri="notes://one", name="two", text="b"))
+    assert "already exists on server 'default'" in errors["uri"][0]
+
+
+# -- resource templates --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "text"),
+    [
+        ({"uri_template": "notes://{topic"}, "uri_template", "invalid URI template"),
+        ({"uri_template": "notes://{topic*}"}, "uri_template", ""),
+        ({"uri_template": "notes://plain"}, "uri_template", "add a resource instead"),
+        ({"uri_template": "{topic}"}, "uri_template", "absolute URIs"),
+        ({"text": "{% for %}"}, "text", "Template syntax error"),
+        ({"text": ""}, "text", "or choose a handler"),
+        ({"handler": "echo"}, "text", "not both"),
+        ({"config": {"a": 1}}, "config", "Only a handler"),
+        ({"name": "person"}, "name", "registered in code"),
+        ({"name": "bad name"}, "name", "1-64 characters"),
+    ],
+)
+def test_template_validation_names_the_field(fields: dict[str, Any], field: str, text: str) -> None:
+    values: dict[str, Any] = {
+        "name": "notes",
+        "uri_template": "notes://{topic}",
+        "text": "Notes on {{ topic }}",
+    }
+    values.update(fields)
+    errors = errors_of(ResourceTemplate(**values))
+    assert any(text in message for message in errors[field]), errors
+
+
+def test_template_bound_to_a_handler() -> None:
+    row = ResourceTemplate(
+        name="echoed", uri_template="echo://{word}", handler="echo", config={"loud": True}
+    )
+    row.full_clean()
+
+
+def test_template_names_and_uri_templates_are_unique_per_server() -> None:
+    ResourceTemplate.objects.create(name="notes", uri_template="notes://{topic}", text="x")
+    errors = errors_of(ResourceTemplate(name="notes", uri_template="other://{t}", text="y"))
+    assert "already exists" in errors["name"][0]
+    errors = errors_of(ResourceTemplate(name="other", uri_template="notes://{topic}", text="y"))
+    assert "already exists" in errors["uri_template"][0]
+
+
+# -- prompts -------------------------------------------------------------------------------
+
+
+def test_prompt_and_its_inline_rows() -> None:
+    prompt = Prompt(name="summarize", title="Summarize")
+    prompt.full_clean()
+    prompt.save()
+    argument = PromptArgument(prompt=prompt, name="topic", required=True)
+    argument.full_clean()
+    argument.save()
+    assert "Use letters, digits" in errors_of(PromptArgument(prompt=prompt, name="1x"))["name"][0]
+    assert "already exists" in str(errors_of(PromptArgument(prompt=prompt, name="topic")))
+    PromptMessage(prompt=prompt, text="About {{ topic }}").full_clean()
+    PromptMessage(prompt=prompt, resource_uri="notes://{{ topic }}").full_clean()
+    assert (
+        "not both"
+        in errors_of(PromptMessage(prompt=prompt, text="a", resource_uri="b:c"))["text"][0]
+    )
+    assert "or a resource URI" in errors_of(PromptMessage(prompt=prompt))["text"][0]
+    assert (
+        "Template syntax"
+        in errors_of(PromptMessage(prompt=prompt, text="{{ a|nofilter }}"))["text"][0]
+    )
+    bad_uri = errors_of(PromptMessage(prompt=prompt, resource_uri="no uri"))
+    assert "absolute URI" in bad_uri["resource_uri"][0]
+    assert "registered in code" in errors_of(Prompt(name="introduce"))["name"][0]
+    assert str(prompt) == "summarize (default)"
+    assert str(argument) == "topic"
+
+
+# -- choices and the row handler registry --------------------------------------------------
+
+
+@rows.row_handler("echo", label="Echo the variables", kinds=("templates", "tools"))
+def echo(values: dict[str, Any], context: Any) -> str:
+    return f"{values} {context.config}"
+
+
+def test_choices_come_from_the_registries() -> None:
+    assert ("default", "default") in server_choices()
+    assert ("echo", "Echo the variables") in template_handler_choices()
+    assert "template" in dict(tool_handler_choices())
+    assert "template" not in dict(template_handler_choices())
+
+
+def test_row_handler_refuses_duplicates_and_bad_declarations() -> None:
+    with pytest.raises(AlreadyRegistered):
+        rows.row_handler("echo")(echo)
+    with pytest.raises(ValueError):
+        rows.row_handler("")
+    with pytest.raises(ValueError):
+        rows.row_handler("x", kinds=("prompts",))
+    assert rows.get_handler("echo") is not None
+    assert rows.get_handler("missing") is None
+
+
+def test_catalog_generation_str() -> None:
+    assert str(CatalogGeneration(server="default", value=3)) == "default @ 3"

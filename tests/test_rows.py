@@ -1,0 +1,431 @@
+"""Rows merged into a server's catalog: order, restyling, caching, and serving through ``/mcp``."""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+
+from mcp_app import Server, rows, servers
+from mcp_app.models import (
+    Prompt,
+    PromptArgument,
+    PromptMessage,
+    Resource,
+    ResourceTemplate,
+    Tool,
+)
+from mcp_app.protocol.context import RequestContext
+from tests.conftest import modern_request
+
+pytestmark = pytest.mark.django_db
+
+PIXEL = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII="
+)
+
+
+@rows.row_handler("shout", label="Shout the arguments", kinds=("tools", "templates"))
+def shout(values: dict[str, Any], context: Any) -> str:
+    suffix = str(context.config.get("suffix", "!"))
+    return " ".join(str(v).upper() for v in values.values()) + suffix
+
+
+@rows.row_handler("slow-shout", label="Shout, asynchronously", kinds=("templates",))
+async def slow_shout(values: dict[str, Any], context: Any) -> str:
+    return shout(values, context)
+
+
+def code_handler(arguments: dict[str, Any], context: Any) -> str:
+    """A code tool."""
+    return "code"
+
+
+@pytest.fixture
+def server() -> Iterator[Server]:
+    instance = Server("rows-merge")
+    for name in ("alpha", "beta", "gamma"):
+        instance.add_tool(code_handler, name=name, title=name.title())
+    instance.add_resource(lambda ctx: "code", uri="code://one", name="one")
+    instance.add_resource_template(lambda v, ctx: "code", uri_template="code://{x}", name="coded")
+    instance.add_prompt(lambda a, ctx: "code", name="coded")
+    yield instance
+    servers.pop(instance.name, None)
+
+
+def tool_row(name: str, **fields: Any) -> Tool:
+    values: dict[str, Any] = {
+        "server": "rows-merge",
+        "name": name,
+        "handler": "template",
+        "config": {"template": f"{name}: {{{{ x }}}}"},
+    }
+    values.update(fields)
+    return Tool.objects.create(**values)
+
+
+# -- merging -------------------------------------------------------------------------------
+
+
+def test_code_first_in_registration_order_then_rows_by_order_and_name(server: Server) -> None:
+    tool_row("zeta")
+    tool_row("eta")
+    tool_row("early", order=-1)
+    tool_row("hidden", enabled=False)
+    tool_row("beta", overrides_code=True, handler="", config={}, title="Beta, restyled")
+    tool_row("gamma", overrides_code=True, handler="", config={}, enabled=False)
+    catalog = server.catalog()
+    assert [t.name for t in catalog.tools] == ["alpha", "beta", "early", "eta", "zeta"]
+    assert [t.source for t in catalog.tools] == ["code", "code", "row", "row", "row"]
+    beta = catalog.tool_map["beta"]
+    assert beta.title == "Beta, restyled" and beta.handler is code_handler
+    assert catalog.tool_map["eta"].config == {"template": "eta: {{ x }}"}
+
+
+def test_restyling_replaces_only_what_the_row_sets(server: Server) -> None:
+    schema = {"type": "object", "properties": {"x": {"type": "integer"}}}
+    tool_row(
+        "alpha",
+        overrides_code=True,
+        handler="",
+        config={},
+        description="Now documented",
+        input_schema=schema,
+        annotations={"readOnlyHint": True},
+        icons=[{"src": "https://example.com/a.png"}],
+        meta={"k": "v"},
+    )
+    alpha = server.catalog().tool_map["alpha"]
+    assert alpha.wire == {
+        "name": "alpha",
+        "title": "Alpha",
+        "description": "Now documented",
+        "icons": [{"src": "https://example.com/a.png"}],
+        "inputSchema": schema,
+        "annotations": {"readOnlyHint": True},
+        "_meta": {"k": "v"},
+    }
+
+
+def test_every_kind_of_row_follows_the_code_definitions(server: Server) -> None:
+    Resource.objects.create(server="rows-merge", uri="notes://b", name="b", text="B")
+    Resource.objects.create(server="rows-merge", uri="notes://a", name="a", text="A", order=1)
+    Resource.objects.create(
+        server="rows-merge", uri="notes://off", name="c", text="-", enabled=False
+    )
+    ResourceTemplate.objects.create(
+        server="rows-merge", name="notes", uri_template="n://{t}", text="x"
+    )
+    prompt = Prompt.objects.create(server="rows-merge", name="ask")
+    PromptArgument.objects.create(prompt=prompt, name="topic", required=True, order=2)
+    PromptArgument.objects.create(prompt=prompt, name="tone", description="How", order=1)
+    catalog = server.catalog()
+    assert [r.uri for r in catalog.resources] == ["code://one", "notes://b", "notes://a"]
+    assert [t.name for t in catalog.templates] == ["coded", "notes"]
+    assert [p.name for p in catalog.prompts] == ["coded", "ask"]
+    assert catalog.prompt_map["ask"].wire["arguments"] == [
+        {"name": "tone", "description": "How"},
+        {"name": "topic", "required": True},
+    ]
+    assert catalog.resource_map["notes://b"].wire == {
+        "uri": "notes://b",
+        "name": "b",
+        "mimeType": "text/plain",
+        "size": 1,
+    }
+
+
+def test_rows_the_catalog_cannot_take_are_left_out_and_logged(
+    server: Server, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Saved through the ORM, so nothing validated them.
+    tool_row("alpha")  # code has it
+    tool_row("orphan", handler="gone")
+    tool_row("bad name")
+    tool_row("beta", overrides_code=True, handler="", input_schema={"type": "array"})
+    Resource.objects.create(server="rows-merge", uri="code://one", name="dup", text="x")
+    Resource.objects.create(server="rows-merge", uri="relative", name="rel", text="x")
+    ResourceTemplate.objects.create(server="rows-merge", name="t", uri_template="n://{", text="x")
+    with caplog.at_level(logging.WARNING, logger="mcp_app"):
+        catalog = server.catalog()
+    assert [t.name for t in catalog.tools] == ["alpha", "beta", "gamma"]
+    assert catalog.tool_map["alpha"].source == "code"
+    assert catalog.tool_map["beta"].input_schema == {"type": "object"}
+    assert [r.name for r in catalog.resources] == ["one"]
+    assert [t.name for t in catalog.templates] == ["coded"]
+    logged = caplog.text
+    for fragment in ("shadowed", "'gone'", "bad name", "restyling 'beta'", "relative", "n://{"):
+        assert fragment in logged
+
+
+def test_generation_is_one_query_and_zero_before_any_edit() -> None:
+    with CaptureQueriesContext(connection) as queries:
+        assert rows.generation("never-edited") == 0
+    assert len(queries) == 1
+    assert "mcp_app_cataloggeneration" in queries[0]["sql"]
+
+
+def test_uncommitted_edits_get_their_own_generations(server: Server) -> None:
+    # The test runs in a transaction: each edit is a new, negative, generation.
+    before = rows.generation("rows-merge")
+    tool_row("one")
+    first = rows.generation("rows-merge")
+    tool_row("two")
+    second = rows.generation("rows-merge")
+    assert first < 0 and second < 0 and len({before, first, second}) == 3
+    assert [t.name for t in server.catalog().tools][-2:] == ["one", "two"]
+    # The edit stays out of another server's generation.
+    assert rows.generation("default") >= 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_rows_are_loaded_once_per_generation(server: Server) -> None:
+    tool_row("one")
+    server.catalog()
+    server.add_tool(code_handler, name="delta")  # code changes, rows do not
+    with CaptureQueriesContext(connection) as queries:
+        catalog = server.catalog()
+    assert len(queries) == 2  # the stamp's generation, and merge's own check of it
+    assert [t.name for t in catalog.tools] == ["alpha", "beta", "gamma", "delta", "one"]
+    with CaptureQueriesContext(connection) as queries:
+        assert server.catalog() is catalog
+    assert len(queries) == 1
+
+
+def test_touch_refuses_unknown_kinds() -> None:
+    with pytest.raises(ValueError):
+        rows.touch("default", ["widgets"])
+    with pytest.raises(ValueError):
+        rows.touch("default", [])
+
+
+def test_row_handlers_get_the_rows_config(server: Server) -> None:
+    ResourceTemplate.objects.create(
+        server="rows-merge",
+        name="shouted",
+        uri_template="shout://{word}",
+        handler="shout",
+        config={"suffix": "?"},
+    )
+    ResourceTemplate.objects.create(
+        server="rows-merge",
+        name="slow",
+        uri_template="slow://{word}",
+        handler="slow-shout",
+        config={"suffix": "..."},
+    )
+    catalog = server.catalog()
+    context = RequestContext(server=server)
+    shouted = catalog.template_map["shouted"]
+    assert not shouted.is_async
+    assert shouted.handler({"word": "hey"}, context) == "HEY?"
+    assert context.config == {"suffix": "?"}
+    slow = catalog.template_map["slow"]
+    assert slow.is_async
+    assert context.run_async(slow.handler({"word": "hey"}, context)) == "HEY..."
+
+
+# -- through the endpoint ------------------------------------------------------------------
+
+
+def call(client: Client, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    body, headers = modern_request(method, params)
+    response = client.post(
+        "/mcp", data=json.dumps(body), content_type="application/json", headers=headers
+    )
+    answer: dict[str, Any] = response.json()
+    return answer
+
+
+def listing(client: Client, method: str, key: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    params: dict[str, Any] = {}
+    while True:
+        result = call(client, method, params)["result"]
+        items.extend(result[key])
+        if "nextCursor" not in result:
+            return items
+        params = {"cursor": result["nextCursor"]}
+
+
+def by_name(items: list[dict[str, Any]], key: str = "name") -> dict[str, dict[str, Any]]:
+    return {item[key]: item for item in items}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_edit_shows_on_the_next_request() -> None:
+    client = Client()
+    assert "row-tool" not in by_name(listing(client, "tools/list", "tools"))
+    row = Tool.objects.create(
+        name="row-tool", title="First", handler="template", config={"template": "x"}
+    )
+    assert by_name(listing(client, "tools/list", "tools"))["row-tool"]["title"] == "First"
+    row.title = "Second"
+    row.save()
+    assert by_name(listing(client, "tools/list", "tools"))["row-tool"]["title"] == "Second"
+    row.delete()
+    assert "row-tool" not in by_name(listing(client, "tools/list", "tools"))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_template_tool_called_through_the_endpoint() -> None:
+    Tool.objects.create(
+        name="hello",
+        handler="template",
+        config={"template": "Hello {{ name }}{% if excited %}!{% endif %} <3"},
+        input_schema={
+            "type": "object",
+            "properties": {"name": {"type": "string"}, "excited": {"type": "boolean"}},
+            "required": ["name"],
+        },
+    )
+    client = Client()
+    result = call(client, "tools/call", {"name": "hello", "arguments": {"name": "Ada & Co"}})
+    assert result["result"]["content"] == [{"type": "text", "text": "Hello Ada & Co <3"}]
+    invalid = call(client, "tools/call", {"name": "hello", "arguments": {}})["result"]
+    assert invalid["isError"] is True and "name" in invalid["content"][0]["text"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_restyled_and_hidden_code_tools_through_the_endpoint() -> None:
+    Tool.objects.create(name="add", overrides_code=True, title="Sum", order=5)
+    Tool.objects.create(name="logo", overrides_code=True, enabled=False)
+    client = Client()
+    tools = listing(client, "tools/list", "tools")
+    names = [t["name"] for t in tools]
+    assert names[0] == "add" and "logo" not in names
+    assert tools[0]["title"] == "Sum"
+    result = call(client, "tools/call", {"name": "add", "arguments": {"numbers": [1, 2]}})
+    assert result["result"]["structuredContent"] == {"sum": 3}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_template_rows_read_through_the_endpoint() -> None:
+    ResourceTemplate.objects.create(
+        name="notes",
+        uri_template="notes://{topic}",
+        text="Notes on {{ topic }}",
+        mime_type="text/markdown",
+    )
+    ResourceTemplate.objects.create(
+        name="shouted", uri_template="shout://{word}", handler="shout", config={}
+    )
+    client = Client()
+    templates = by_name(listing(client, "resources/templates/list", "resourceTemplates"))
+    assert templates["notes"]["uriTemplate"] == "notes://{topic}"
+    read = call(client, "resources/read", {"uri": "notes://django%20admin"})["result"]
+    assert read["contents"] == [
+        {
+            "uri": "notes://django%20admin",
+            "text": "Notes on django admin",
+            "mimeType": "text/markdown",
+        }
+    ]
+    shouted = call(client, "resources/read", {"uri": "shout://hey"})["result"]
+    assert shouted["contents"][0]["text"] == "HEY!"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_file_resource_served_as_a_blob(settings: Any, tmp_path: Any) -> None:
+    settings.MEDIA_ROOT = str(tmp_path)
+    Resource.objects.create(
+        uri="images://pixel",
+        name="pixel",
+        title="A pixel",
+        file=SimpleUploadedFile("pixel.png", PIXEL),
+    )
+    client = Client()
+    listed = by_name(listing(client, "resources/list", "resources"), "uri")["images://pixel"]
+    assert listed == {
+        "uri": "images://pixel",
+        "name": "pixel",
+        "title": "A pixel",
+        "mimeType": "image/png",
+        "size": len(PIXEL),
+    }
+    read = call(client, "resources/read", {"uri": "images://pixel"})["result"]
+    assert read["contents"] == [
+        {"uri": "images://pixel", "blob": base64.b64encode(PIXEL).decode(), "mimeType": "image/png"}
+    ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_prompt_row_with_arguments_messages_and_embedded_resources() -> None:
+    Resource.objects.create(uri="notes://style", name="style", text="Be brief.")
+    prompt = Prompt.objects.create(name="brief", title="Brief", description="A short brief")
+    PromptArgument.objects.create(prompt=prompt, name="id", required=True, description="Who")
+    PromptArgument.objects.create(prompt=prompt, name="tone", order=1)
+    PromptMessage.objects.create(prompt=prompt, order=0, text="Introduce {{ id }}, {{ tone }}.")
+    PromptMessage.objects.create(
+        prompt=prompt, order=1, role="assistant", resource_uri="notes://style"
+    )
+    PromptMessage.objects.create(prompt=prompt, order=2, resource_uri="people://{{ id }}")
+    client = Client()
+    listed = by_name(listing(client, "prompts/list", "prompts"))["brief"]
+    assert listed["arguments"] == [
+        {"name": "id", "description": "Who", "required": True},
+        {"name": "tone"},
+    ]
+    missing = call(client, "prompts/get", {"name": "brief", "arguments": {}})
+    assert missing["error"]["code"] == -32602
+    result = call(
+        client, "prompts/get", {"name": "brief", "arguments": {"id": "ada", "tone": "warm"}}
+    )["result"]
+    assert result["description"] == "A short brief"
+    first, second, third = result["messages"]
+    assert first == {"role": "user", "content": {"type": "text", "text": "Introduce ada, warm."}}
+    assert second == {
+        "role": "assistant",
+        "content": {
+            "type": "resource",
+            "resource": {"uri": "notes://style", "text": "Be brief.", "mimeType": "text/plain"},
+        },
+    }
+    person = third["content"]["resource"]
+    assert third["role"] == "user" and person["uri"] == "people://ada"
+    assert json.loads(person["text"])["name"] == "Ada Lovelace"
+
+
+def test_an_embedded_resource_asking_for_input_makes_the_prompt_ask(server: Server) -> None:
+    from mcp_app import elicit, input_required
+    from mcp_app.input import InputRequired
+
+    def ask(context: Any) -> Any:
+        return input_required({"who": elicit("Who?")})
+
+    server.add_resource(ask, uri="code://ask", name="ask")
+    prompt = Prompt.objects.create(server="rows-merge", name="asking")
+    PromptMessage.objects.create(prompt=prompt, text="First")
+    PromptMessage.objects.create(prompt=prompt, resource_uri="code://ask", order=1)
+    handler = server.catalog().prompt_map["asking"].handler
+    context = RequestContext(server=server)
+    assert isinstance(handler({}, context), InputRequired)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_losing_the_race_to_create_the_generation_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    from django.db.models import QuerySet
+
+    rows.touch("default", ["tools"])
+    start = rows.generation("default")
+    real_update = QuerySet.update
+    calls: list[int] = []
+
+    def first_update_misses(self: QuerySet[Any], **kwargs: Any) -> int:
+        # As if another transaction created the row between our update and our insert.
+        calls.append(1)
+        return 0 if len(calls) == 1 else real_update(self, **kwargs)
+
+    monkeypatch.setattr(QuerySet, "update", first_update_misses)
+    rows.touch("default", ["tools"])
+    monkeypatch.undo()
+    assert len(calls) == 2
+    assert rows.generation("default") == start + 1
