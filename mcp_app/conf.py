@@ -45,6 +45,18 @@ DEFAULTS: dict[str, Any] = {
     "SSE_RETRY_MS": 1000,
     # "async" serves through an async view (ASGI), "sync" through a plain one (WSGI).
     "VIEW": "async",
+    # DRF authentication classes (dotted paths); None keeps the user Django's middleware set.
+    "AUTHENTICATION_CLASSES": None,
+    # DRF permission classes every caller must pass.
+    "PERMISSION_CLASSES": [],
+    # DRF throttle classes (429 with Retry-After when over the rate).
+    "THROTTLE_CLASSES": [],
+    # OAuth 2.0 protected resource metadata (RFC 9728): authorization_servers, scopes_supported.
+    "RESOURCE_METADATA": {},
+    # Deepest JSON nesting accepted in a request body.
+    "MAX_JSON_DEPTH": 64,
+    # Largest tool arguments accepted, in bytes of JSON.
+    "MAX_ARGUMENTS_BYTES": 1024 * 1024,
     # Largest request body accepted, in bytes.
     "MAX_BODY_BYTES": 4 * 1024 * 1024,
 }
@@ -138,6 +150,31 @@ class Settings:
     @property
     def VIEW(self) -> str:
         return str(self._get("VIEW"))
+
+    @property
+    def AUTHENTICATION_CLASSES(self) -> list[str] | None:
+        value = self._get("AUTHENTICATION_CLASSES")
+        return None if value is None else [str(v) for v in value]
+
+    @property
+    def PERMISSION_CLASSES(self) -> list[str]:
+        return [str(v) for v in self._get("PERMISSION_CLASSES") or []]
+
+    @property
+    def THROTTLE_CLASSES(self) -> list[str]:
+        return [str(v) for v in self._get("THROTTLE_CLASSES") or []]
+
+    @property
+    def RESOURCE_METADATA(self) -> dict[str, Any]:
+        return dict(self._get("RESOURCE_METADATA") or {})
+
+    @property
+    def MAX_JSON_DEPTH(self) -> int:
+        return int(self._get("MAX_JSON_DEPTH"))
+
+    @property
+    def MAX_ARGUMENTS_BYTES(self) -> int:
+        return int(self._get("MAX_ARGUMENTS_BYTES"))
 
     @property
     def MAX_BODY_BYTES(self) -> int:

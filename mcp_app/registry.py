@@ -350,5 +350,10 @@ class Catalog:
         return None
 
     @cached_property
+    def restricted(self) -> bool:
+        """Whether any definition limits who may use it (so listings depend on the caller)."""
+        return any(item.permission is not None for kind in KINDS for item in getattr(self, kind))
+
+    @cached_property
     def can_complete(self) -> bool:
         return any(p.complete for p in self.prompts) or any(t.complete for t in self.templates)

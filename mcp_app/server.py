@@ -456,6 +456,14 @@ class SettingsEngine(Engine):
 
         return conf.VALIDATE_OUTPUT
 
+    def permitted(self, definition: Any, ctx: Any) -> bool:
+        """A permission codename (``app.codename``) or a callable of the user decides."""
+        permission = definition.permission
+        user = ctx.user
+        if callable(permission):
+            return bool(permission(user))
+        return bool(user is not None and user.has_perm(permission))
+
     def validator(self) -> Validator:
         from .conf import conf
 

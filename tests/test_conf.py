@@ -103,6 +103,8 @@ def _other_value(default: object) -> object:
         return ["https://other.example"]
     if default is None:
         return "other.value"
+    if isinstance(default, dict):
+        return {"other": ["value"]}
     return f"{default}-other"
 
 
@@ -111,6 +113,6 @@ def test_each_setting_reads_its_default_then_its_override(name: str) -> None:
     default = DEFAULTS[name]
     with override_settings(MCP_APP={}):
         assert getattr(conf, name) == default
-    other = _other_value(default)
+    other = ["other.Value"] if name == "AUTHENTICATION_CLASSES" else _other_value(default)
     with override_settings(MCP_APP={name: other}):
         assert getattr(conf, name) == other

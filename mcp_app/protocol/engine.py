@@ -161,8 +161,22 @@ class Engine:
 
     # -- listing -------------------------------------------------------------------------
 
-    def _page(self, kind: str, key: str, params: Mapping[str, Any], catalog: Catalog) -> JSON:
+    def permitted(self, definition: Any, ctx: RequestContext) -> bool:
+        """Whether the caller may see and use ``definition``; a framework layer decides."""
+        return True
+
+    def _visible(self, definition: Any, ctx: RequestContext) -> Any:
+        """The definition if the caller may use it; else ``None``, as if it did not exist."""
+        if definition is None or definition.permission is None:
+            return definition
+        return definition if self.permitted(definition, ctx) else None
+
+    def _page(
+        self, kind: str, key: str, params: Mapping[str, Any], catalog: Catalog, ctx: RequestContext
+    ) -> JSON:
         items = catalog.items(kind)
+        if catalog.restricted:
+            items = tuple(item for item in items if self._visible(item, ctx) is not None)
         fingerprint = catalog.fingerprints[kind]
         start = 0
         if params.get("cursor") is not None:
@@ -175,22 +189,22 @@ class Engine:
         return result
 
     def tools_list(self, params: Mapping[str, Any], ctx: RequestContext, catalog: Catalog) -> JSON:
-        return self._page("tools", "tools", params, catalog)
+        return self._page("tools", "tools", params, catalog, ctx)
 
     def resources_list(
         self, params: Mapping[str, Any], ctx: RequestContext, catalog: Catalog
     ) -> JSON:
-        return self._page("resources", "resources", params, catalog)
+        return self._page("resources", "resources", params, catalog, ctx)
 
     def templates_list(
         self, params: Mapping[str, Any], ctx: RequestContext, catalog: Catalog
     ) -> JSON:
-        return self._page("templates", "resourceTemplates", params, catalog)
+        return self._page("templates", "resourceTemplates", params, catalog, ctx)
 
     def prompts_list(
         self, params: Mapping[str, Any], ctx: RequestContext, catalog: Catalog
     ) -> JSON:
-        return self._page("prompts", "prompts", params, catalog)
+        return self._page("prompts", "prompts", params, catalog, ctx)
 
     # -- calling -------------------------------------------------------------------------
 
@@ -207,7 +221,7 @@ class Engine:
         name = params.get("name")
         if not isinstance(name, str):
             raise InvalidParams("tools/call needs a tool 'name' (a string)")
-        tool = catalog.tool_map.get(name)
+        tool = self._visible(catalog.tool_map.get(name), ctx)
         if tool is None:
             raise InvalidParams(f"Unknown tool: {name}", {"name": name})
         arguments = params.get("arguments")
@@ -261,14 +275,14 @@ class Engine:
         uri = params.get("uri")
         if not isinstance(uri, str) or not uri:
             raise InvalidParams("resources/read needs a 'uri' (a string)")
-        resource = catalog.resource_map.get(uri)
+        resource = self._visible(catalog.resource_map.get(uri), ctx)
         if resource is not None:
             ctx.definition = resource
             value = self._run(resource.handler, resource.is_async, ctx)
             mime_type = resource.mime_type
         else:
             found = catalog.find_template(uri)
-            if found is None:
+            if found is None or self._visible(found[0], ctx) is None:
                 raise ResourceNotFound(uri)
             template, variables = found
             ctx.definition = template
@@ -287,7 +301,7 @@ class Engine:
         name = params.get("name")
         if not isinstance(name, str):
             raise InvalidParams("prompts/get needs a prompt 'name' (a string)")
-        prompt = catalog.prompt_map.get(name)
+        prompt = self._visible(catalog.prompt_map.get(name), ctx)
         if prompt is None:
             raise InvalidParams(f"Unknown prompt: {name}", {"name": name})
         arguments = params.get("arguments")
@@ -325,12 +339,14 @@ class Engine:
             raise InvalidParams("completion 'context.arguments' must be an object of strings")
         target: PromptDef | TemplateDef | None
         if ref.get("type") == "ref/prompt":
-            target = catalog.prompt_map.get(str(ref.get("name")))
+            target = self._visible(catalog.prompt_map.get(str(ref.get("name"))), ctx)
             if target is None:
                 raise InvalidParams(f"Unknown prompt: {ref.get('name')}")
         elif ref.get("type") == "ref/resource":
             uri = str(ref.get("uri"))
-            target = next((t for t in catalog.templates if t.uri_template == uri), None)
+            target = self._visible(
+                next((t for t in catalog.templates if t.uri_template == uri), None), ctx
+            )
             if target is None:
                 raise InvalidParams(f"Unknown resource template: {uri}")
         else:

@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 from django.db import transaction
 
 from .. import state as request_state
+from ..auth import admit
 from ..conf import conf
 from ..events import StreamLog
 from ..input import InputRequired
@@ -124,6 +125,36 @@ def error_reply(request_id: Any, error: ProtocolError, status: int | None = None
     return Reply(status or error.http_status or 200, jsonrpc.error_response(request_id, error))
 
 
+def too_deep(value: Any, limit: int) -> bool:
+    """Whether containers nest deeper than ``limit`` (walked without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
+
+
+def arguments_too_large(message: Any) -> bool:
+    """Whether a ``tools/call``'s arguments exceed ``MAX_ARGUMENTS_BYTES`` as JSON."""
+    messages = message if isinstance(message, list) else [message]
+    for item in messages:
+        params = item.get("params") if isinstance(item, dict) else None
+        arguments = params.get("arguments") if isinstance(params, dict) else None
+        if arguments is not None:
+            size = len(json.dumps(arguments, separators=(",", ":")).encode())
+            if size > conf.MAX_ARGUMENTS_BYTES:
+                return True
+    return False
+
+
 def _host_name(host: str) -> str:
     if host.startswith("["):
         return host[: host.find("]") + 1]
@@ -144,6 +175,15 @@ class Endpoint:
         """Answer one HTTP request; never raises for anything the client sent."""
         if not self.origin_allowed(incoming):
             return error_reply(None, InvalidRequest("Origin not allowed"), 403)
+        if incoming.request is not None:
+            user, refusal = admit(incoming.request, self.server.name)
+            if refusal is not None:
+                return Reply(
+                    refusal.status,
+                    jsonrpc.error_response(None, InvalidRequest(refusal.message)),
+                    headers=refusal.headers,
+                )
+            incoming.user = user
         if incoming.method in ("GET", "DELETE") and incoming.headers.get("mcp-session-id"):
             if incoming.method == "GET":
                 return self.legacy.get(incoming)
@@ -164,6 +204,18 @@ class Endpoint:
             message = json.loads(incoming.body)
         except (ValueError, UnicodeDecodeError):
             return error_reply(None, ParseError("Parse error: the body is not valid JSON"))
+        except RecursionError:
+            return error_reply(None, InvalidRequest("JSON nested too deeply"), 400)
+        if too_deep(message, conf.MAX_JSON_DEPTH):
+            return error_reply(
+                None, InvalidRequest(f"JSON nested deeper than {conf.MAX_JSON_DEPTH} levels"), 400
+            )
+        if len(incoming.body) > conf.MAX_ARGUMENTS_BYTES and arguments_too_large(message):
+            return error_reply(
+                message.get("id") if isinstance(message, dict) else None,
+                InvalidParams(f"Tool arguments over {conf.MAX_ARGUMENTS_BYTES} bytes"),
+                413,
+            )
         if is_legacy(message, incoming.headers):
             return self.legacy.post(message, incoming)
         return self.stateless(message, incoming)
@@ -246,13 +298,13 @@ class Endpoint:
         }
         if options.instructions:
             result["instructions"] = options.instructions
-        return self.finish("server/discover", result)
+        return self.finish("server/discover", result, catalog)
 
-    def finish(self, method: str, result: JSON) -> JSON:
+    def finish(self, method: str, result: JSON, catalog: Catalog) -> JSON:
         options = self.server.options
-        return modern.finish(
-            method, result, options.server_info, options.ttl_ms, options.cache_scope
-        )
+        # What a caller sees depends on who asks once any definition is restricted.
+        scope = "private" if catalog.restricted else options.cache_scope
+        return modern.finish(method, result, options.server_info, options.ttl_ms, scope)
 
     def modern_call(
         self, req: modern.ModernRequest, ctx: RequestContext, catalog: Catalog
@@ -265,7 +317,7 @@ class Endpoint:
             if isinstance(outcome, InputRequired):
                 result = self.input_required(req, ctx, outcome)
             else:
-                result = self.finish(req.method, outcome)
+                result = self.finish(req.method, outcome, catalog)
                 if req.method == "resources/read" and ("requestState" in req.params):
                     # Content that took input is particular to this dialogue.
                     result["ttlMs"] = 0

@@ -1,0 +1,107 @@
+"""Who may call the endpoint: Django REST framework authentication, permissions and throttling."""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .conf import conf
+
+
+@dataclass
+class Refusal:
+    """Why a request is turned away before it reaches the protocol."""
+
+    status: int
+    message: str
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class EndpointView:
+    """What DRF permission and throttle classes see as ``view``: the MCP endpoint."""
+
+    def __init__(self, server_name: str) -> None:
+        self.server_name = server_name
+        self.throttle_scope = "mcp"
+
+
+@functools.lru_cache(maxsize=32)
+def _classes(paths: tuple[str, ...]) -> tuple[type[Any], ...]:
+    from django.utils.module_loading import import_string
+
+    return tuple(import_string(path) for path in paths)
+
+
+def _instances(paths: Sequence[str] | None) -> list[Any]:
+    return [cls() for cls in _classes(tuple(paths or ()))]
+
+
+def resource_metadata_url(request: Any) -> str:
+    """Where the endpoint's OAuth protected resource metadata is (RFC 9728 path form)."""
+    path = request.path.rstrip("/") or "/"
+    return str(request.build_absolute_uri(f"/.well-known/oauth-protected-resource{path}"))
+
+
+def admit(request: Any, server_name: str) -> tuple[Any, Refusal | None]:
+    """Authenticate, authorise and throttle a request the way a DRF view would.
+
+    Returns the caller (a user or ``AnonymousUser``) and, when the request is turned away,
+    the refusal: 401 with ``WWW-Authenticate`` for a caller that must authenticate, 403 for
+    one that may not call, 429 with ``Retry-After`` for one over its rate.
+    """
+    from rest_framework import exceptions
+    from rest_framework.request import Request
+
+    authenticators = conf.AUTHENTICATION_CLASSES
+    if authenticators is None:
+        # The site's own middleware decides (sessions, RemoteUser ...): no DRF layer needed.
+        user: Any = getattr(request, "user", None)
+        drf_request = None
+    else:
+        drf_request = Request(request, authenticators=_instances(authenticators))
+        try:
+            user = drf_request.user
+        except exceptions.AuthenticationFailed as exc:
+            return None, _unauthorized(request, str(exc.detail))
+    permissions = _instances(conf.PERMISSION_CLASSES)
+    throttles = _instances(conf.THROTTLE_CLASSES)
+    if not permissions and not throttles:
+        return user, None
+    if drf_request is None:
+        drf_request = Request(request, authenticators=[])
+        drf_request.user = user
+    view = EndpointView(server_name)
+    for permission in permissions:
+        if not permission.has_permission(drf_request, view):
+            if not getattr(user, "is_authenticated", False):
+                return user, _unauthorized(request, "Authentication credentials were not provided")
+            message = getattr(permission, "message", None) or "Permission denied"
+            return user, Refusal(403, str(message))
+    waits = [t.wait() for t in throttles if not t.allow_request(drf_request, view)]
+    if waits:
+        known = [w for w in waits if w is not None]
+        retry = max(1, math.ceil(max(known))) if known else 1
+        return user, Refusal(
+            429, f"Too many requests; retry in {retry} s", {"Retry-After": str(retry)}
+        )
+    return user, None
+
+
+def _unauthorized(request: Any, message: str) -> Refusal:
+    challenge = f'Bearer resource_metadata="{resource_metadata_url(request)}"'
+    scopes = conf.RESOURCE_METADATA.get("scopes_supported")
+    if scopes:
+        challenge += f', scope="{" ".join(scopes)}"'
+    return Refusal(401, message, {"WWW-Authenticate": challenge})
+
+
+def protected_resource_metadata(request: Any, resource_path: str) -> dict[str, Any]:
+    """The RFC 9728 document for the endpoint at ``resource_path``."""
+    metadata = dict(conf.RESOURCE_METADATA)
+    metadata["resource"] = request.build_absolute_uri(resource_path)
+    metadata.setdefault("authorization_servers", [])
+    metadata.setdefault("bearer_methods_supported", ["header"])
+    return metadata
