@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -11,6 +12,7 @@ from urllib.parse import urlsplit
 
 from django.db import transaction
 
+from .. import audit
 from .. import state as request_state
 from ..auth import admit
 from ..conf import conf
@@ -310,8 +312,10 @@ class Endpoint:
         self, req: modern.ModernRequest, ctx: RequestContext, catalog: Catalog
     ) -> tuple[int, JSON]:
         """Run one stateless request to its final message and HTTP status."""
+        started = time.perf_counter()
+        audited = req.method in Engine.INPUT_METHODS
         try:
-            if req.method in Engine.INPUT_METHODS:
+            if audited:
                 self._read_input(req, ctx)
             outcome = self.dispatch(req.method, req.params, ctx, catalog)
             if isinstance(outcome, InputRequired):
@@ -321,12 +325,55 @@ class Endpoint:
                 if req.method == "resources/read" and ("requestState" in req.params):
                     # Content that took input is particular to this dialogue.
                     result["ttlMs"] = 0
-            return 200, jsonrpc.result_response(req.id, result)
+            status, message = 200, jsonrpc.result_response(req.id, result)
         except ProtocolError as exc:
-            return exc.http_status or 200, jsonrpc.error_response(req.id, exc)
+            status, message = exc.http_status or 200, jsonrpc.error_response(req.id, exc)
         except Exception as exc:  # a handler bug: report it as Django would, answer -32603
             self.report(exc, ctx)
-            return 500, jsonrpc.error_response(req.id, InternalError("Internal error"))
+            status = 500
+            message = jsonrpc.error_response(req.id, InternalError("Internal error"))
+        if audited:
+            rounds = 1 if "inputResponses" in req.params else 0
+            self.audit(ctx, req.method, req.params, message, started, rounds)
+        return status, message
+
+    def audit(
+        self,
+        ctx: RequestContext,
+        method: str,
+        params: Mapping[str, Any],
+        message: JSON,
+        started: float,
+        rounds: int,
+    ) -> None:
+        """Record a finished tool call, resource read or prompt get in the audit trail."""
+        result = message.get("result")
+        error = message.get("error")
+        if error is not None:
+            outcome, text = "failed", str(error.get("message", ""))
+        elif isinstance(result, dict) and result.get("resultType") == "input_required":
+            outcome, text = "input_required", ""
+        elif isinstance(result, dict) and result.get("isError"):
+            blocks = result.get("content") or []
+            outcome = "error"
+            text = " ".join(b.get("text", "") for b in blocks if isinstance(b, dict))
+        else:
+            outcome, text = "complete", ""
+        name = params.get("uri") if method == "resources/read" else params.get("name")
+        audit.record(
+            audit.Record(
+                server=self.server.name,
+                method=method,
+                name=str(name),
+                era=ctx.era,
+                user=ctx.user,
+                arguments=params.get("arguments"),
+                duration_ms=(time.perf_counter() - started) * 1000,
+                outcome=outcome,
+                error=text,
+                rounds=rounds,
+            )
+        )
 
     def _read_input(self, req: modern.ModernRequest, ctx: RequestContext) -> None:
         responses = req.params.get("inputResponses")

@@ -410,22 +410,29 @@ class LegacyEndpoint:
                 inbox.put(message)
 
         unsubscribe = backend().subscribe([self.server.channel(f"session:{session.id}")], sink)
+        started = time.perf_counter()
+        rounds = 0
         try:
-            for _ in range(MAX_ROUNDS):
+            message = self.failed(request_id, method, f"Gave up after {MAX_ROUNDS} rounds of input")
+            for rounds in range(MAX_ROUNDS):  # noqa: B007 - the count is audited
                 outcome = self.endpoint.dispatch(method, params, ctx, catalog)
                 if not isinstance(outcome, InputRequired):
-                    return jsonrpc.result_response(request_id, outcome)
+                    message = jsonrpc.result_response(request_id, outcome)
+                    break
                 failure = self.ask(outcome, ctx, session, inbox)
                 if failure is not None:
-                    return self.failed(request_id, method, failure)
-            return self.failed(request_id, method, f"Gave up after {MAX_ROUNDS} rounds of input")
+                    message = self.failed(request_id, method, failure)
+                    break
         except ProtocolError as exc:
-            return _error(request_id, exc)
+            message = _error(request_id, exc)
         except Exception as exc:
             self.endpoint.report(exc, ctx)
-            return _error(request_id, InternalError("Internal error"))
+            message = _error(request_id, InternalError("Internal error"))
         finally:
             unsubscribe()
+        if method in Engine.INPUT_METHODS:
+            self.endpoint.audit(ctx, method, params, message, started, rounds)
+        return message
 
     def ask(
         self,
