@@ -89,25 +89,28 @@ def _same(header: str, value: Any) -> bool:
 
 def parse(
     message: JSON,
-    headers: Mapping[str, str],
+    headers: Mapping[str, str] | None,
     knows: Callable[[str], bool],
     find_tool: Callable[[str], ToolDef | None],
 ) -> ModernRequest:
     """Check a stateless request's headers against its body and read its ``_meta``.
 
-    The order of the checks is the one clients rely on to tell errors apart.
+    The order of the checks is the one clients rely on to tell errors apart. ``headers`` is
+    ``None`` on transports without them (stdio): only the body is checked.
 
     Raises:
         HeaderMismatch, InvalidParams, UnsupportedProtocolVersion, MethodNotFound.
     """
     method: str = message["method"]
     params: JSON = message.get("params") or {}
-    header_version = headers.get("mcp-protocol-version")
-    header_method = headers.get("mcp-method")
-    if header_version is None:
-        raise HeaderMismatch("Missing required header: MCP-Protocol-Version")
-    if header_method is None:
-        raise HeaderMismatch("Missing required header: Mcp-Method")
+    header_version = header_method = None
+    if headers is not None:
+        header_version = headers.get("mcp-protocol-version")
+        header_method = headers.get("mcp-method")
+        if header_version is None:
+            raise HeaderMismatch("Missing required header: MCP-Protocol-Version")
+        if header_method is None:
+            raise HeaderMismatch("Missing required header: Mcp-Method")
     meta = params.get("_meta")
     if not isinstance(meta, dict):
         raise InvalidParams(
@@ -122,12 +125,12 @@ def parse(
         raise InvalidParams(
             f"Missing _meta[{versions.META_CLIENT_CAPABILITIES!r}]", http_status=400
         )
-    if header_value(header_version) != meta_version:
+    if header_version is not None and header_value(header_version) != meta_version:
         raise HeaderMismatch(
             f"MCP-Protocol-Version header {header_version.strip()!r} does not match "
             f"_meta protocol version {meta_version!r}"
         )
-    if header_value(header_method) != method:
+    if header_method is not None and header_value(header_method) != method:
         raise HeaderMismatch(
             f"Mcp-Method header {header_method.strip()!r} does not match method {method!r}"
         )
@@ -135,9 +138,9 @@ def parse(
         raise UnsupportedProtocolVersion(meta_version, list(SUPPORTED))
     if method not in OWN_METHODS and not knows(method):
         raise MethodNotFound(f"Method not found: {method}")
-    if method in NAMED:
+    if headers is not None and method in NAMED:
         _check_name(method, params, headers)
-    if method == "tools/call":
+    if headers is not None and method == "tools/call":
         tool = find_tool(str(params.get("name")))
         if tool is not None and tool.header_params:
             _check_params(tool, params.get("arguments"), headers)

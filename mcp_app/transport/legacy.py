@@ -250,17 +250,25 @@ class LegacyEndpoint:
     def initialize(self, message: JSON, incoming: Incoming) -> Reply:
         from .http import Reply
 
-        params = message.get("params") or {}
+        try:
+            data, result = self.handshake(message.get("params") or {}, incoming.user)
+        except ProtocolError as exc:
+            return Reply(200, _error(message["id"], exc))
+        sessions.store().create(data)
+        return Reply(
+            200, jsonrpc.result_response(message["id"], result), headers={"Mcp-Session-Id": data.id}
+        )
+
+    def handshake(self, params: JSON, user: Any) -> tuple[sessions.SessionData, JSON]:
+        """A new session and the ``InitializeResult`` for ``initialize`` params.
+
+        Raises:
+            InvalidParams: the params lack capabilities or client info.
+        """
         capabilities = params.get("capabilities")
         client_info = params.get("clientInfo")
         if not isinstance(capabilities, dict) or not isinstance(client_info, dict):
-            return Reply(
-                200,
-                _error(
-                    message["id"],
-                    InvalidParams("initialize needs 'capabilities' and 'clientInfo' objects"),
-                ),
-            )
+            raise InvalidParams("initialize needs 'capabilities' and 'clientInfo' objects")
         version = legacy.negotiate(params.get("protocolVersion"))
         data = sessions.SessionData(
             id=sessions.new_session_id(),
@@ -268,9 +276,8 @@ class LegacyEndpoint:
             protocol_version=version,
             client_info=client_info,
             capabilities=capabilities,
-            caller=caller_id(incoming.user),
+            caller=caller_id(user),
         )
-        sessions.store().create(data)
         options = self.server.options
         result: JSON = {
             "protocolVersion": version,
@@ -281,9 +288,7 @@ class LegacyEndpoint:
         }
         if options.instructions:
             result["instructions"] = options.instructions
-        return Reply(
-            200, jsonrpc.result_response(message["id"], result), headers={"Mcp-Session-Id": data.id}
-        )
+        return data, result
 
     def notification(self, message: JSON, session: sessions.SessionData) -> None:
         method = message["method"]

@@ -1,0 +1,275 @@
+"""MCP over stdio: one JSON-RPC message a line in, one a line out, in either era."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import IO, TYPE_CHECKING, Any
+
+from django.db import close_old_connections
+
+from ..delivery import backend
+from ..protocol import jsonrpc, modern, versions
+from ..protocol.context import RequestContext
+from ..protocol.jsonrpc import InvalidParams, InvalidRequest, ParseError, ProtocolError
+from ..sessions import SessionData
+from .legacy import _error as legacy_error
+from .listen import Listen
+
+if TYPE_CHECKING:
+    from ..server import Server
+
+logger = logging.getLogger("mcp_app")
+JSON = dict[str, Any]
+#: Seconds to let calls in flight finish once the input has ended.
+DRAIN_SECONDS = 5.0
+
+
+class StdioServer:
+    """Serves one client on a pair of streams until its input ends.
+
+    Each request runs in a thread of its own, so the reader keeps reading: answers to the
+    server's own requests (initialize era) and ``notifications/cancelled`` arrive while a
+    call is waiting. A line is written whole under a lock, so messages never interleave.
+    """
+
+    def __init__(self, server: Server, infile: IO[str], outfile: IO[str], user: Any = None):
+        self.server = server
+        self.endpoint = server.endpoint
+        self.infile = infile
+        self.outfile = outfile
+        self.user = user
+        self.session: SessionData | None = None
+        self._write_lock = threading.Lock()
+        self._calls: dict[Any, RequestContext] = {}
+        self._listens: dict[Any, Callable[[], None]] = {}
+        self._threads: list[threading.Thread] = []
+
+    def write(self, message: JSON) -> None:
+        line = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+        with self._write_lock:
+            self.outfile.write(line + "\n")
+            self.outfile.flush()
+
+    def serve(self) -> None:
+        """Read until end of input, then cancel and drain what is still running."""
+        for line in self.infile:
+            if not line.strip():
+                continue
+            try:
+                self.receive(line)
+            except Exception:  # one bad message must not end the session
+                logger.exception("Error serving a stdio message")
+                self.write(jsonrpc.error_response(None, jsonrpc.InternalError("Internal error")))
+        # Calls already under way may finish and answer; then whatever is left is cancelled.
+        for unsubscribe in list(self._listens.values()):
+            unsubscribe()
+        deadline = time.monotonic() + DRAIN_SECONDS
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        for ctx in list(self._calls.values()):
+            ctx.cancelled.set()
+
+    # -- reading -------------------------------------------------------------------------
+
+    def receive(self, line: str) -> None:
+        try:
+            message = json.loads(line)
+        except ValueError:
+            self.write(jsonrpc.error_response(None, ParseError("Parse error: not valid JSON")))
+            return
+        kind = jsonrpc.classify(message)
+        if kind == "invalid":
+            self.write(jsonrpc.error_response(None, InvalidRequest("Invalid Request")))
+        elif kind == "response":
+            if self.session is not None:
+                channel = self.server.channel(f"session:{self.session.id}")
+                backend().publish(channel, message)
+        elif kind == "notification":
+            self.notification(message)
+        else:
+            self.request(message)
+
+    def notification(self, message: JSON) -> None:
+        params = message.get("params") or {}
+        if message["method"] == "notifications/cancelled":
+            request_id = params.get("requestId")
+            ctx = self._calls.get(request_id)
+            if ctx is not None:
+                ctx.cancelled.set()
+            if self.session is not None:
+                channel = self.server.channel(f"session:{self.session.id}")
+                backend().publish(channel, {"cancel": request_id})
+            self.end_listen(request_id)
+
+    def request(self, message: JSON) -> None:
+        params = message.get("params") or {}
+        raw_meta = params.get("_meta")
+        meta: JSON = raw_meta if isinstance(raw_meta, dict) else {}
+        if message["method"] == "initialize" and versions.META_PROTOCOL_VERSION not in meta:
+            self.initialize(message)
+        elif self.session is not None:
+            self.legacy_request(message, self.session)
+        else:
+            self.modern_request(message)
+
+    def _spawn(self, target: Callable[[], None]) -> None:
+        def run() -> None:
+            close_old_connections()
+            try:
+                target()
+            finally:
+                close_old_connections()
+
+        thread = threading.Thread(target=run, daemon=True)
+        self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+        thread.start()
+
+    # -- the stateless wire --------------------------------------------------------------
+
+    def modern_request(self, message: JSON) -> None:
+        catalog = self.server.catalog()
+        try:
+            req = modern.parse(message, None, self.endpoint.engine.knows, catalog.tool_map.get)
+        except ProtocolError as exc:
+            self.write(jsonrpc.error_response(message["id"], exc))
+            return
+        if req.method == "server/discover":
+            self.write(jsonrpc.result_response(req.id, self.endpoint.discover(catalog)))
+            return
+        if req.method == "subscriptions/listen":
+            self.listen(req, catalog)
+            return
+        ctx = RequestContext(
+            method=req.method,
+            params=req.params,
+            protocol_version=req.version,
+            client_capabilities=req.capabilities,
+            client_info=req.client_info,
+            user=self.user,
+            server=self.server,
+            emit=self.write,
+            log_level=req.log_level,
+            progress_token=req.progress_token,
+        )
+        self._calls[req.id] = ctx
+
+        def run() -> None:
+            try:
+                _status, final = self.endpoint.modern_call(req, ctx, catalog)
+                self.write(final)
+            finally:
+                self._calls.pop(req.id, None)
+
+        self._spawn(run)
+
+    def listen(self, req: modern.ModernRequest, catalog: Any) -> None:
+        try:
+            listen = Listen(
+                self.server,
+                req.id,
+                req.params.get("notifications"),
+                self.server.options.capabilities(catalog),
+            )
+        except ProtocolError as exc:
+            self.write(jsonrpc.error_response(req.id, exc))
+            return
+        for event in listen.opening():
+            self.write(event.message or {})
+
+        def sink(channel: str, message: JSON) -> None:
+            for event in listen.notifications(channel, message):
+                self.write(event.message or {})
+
+        self._listens[req.id] = backend().subscribe(listen.channels, sink)
+
+    def end_listen(self, request_id: Any) -> None:
+        unsubscribe = self._listens.pop(request_id, None)
+        if unsubscribe is not None:
+            unsubscribe()
+
+    # -- the initialize era --------------------------------------------------------------
+
+    def initialize(self, message: JSON) -> None:
+        try:
+            session, result = self.endpoint.legacy.handshake(message.get("params") or {}, self.user)
+        except ProtocolError as exc:
+            self.write(legacy_error(message["id"], exc))
+            return
+        self.session = session
+        self.write(jsonrpc.result_response(message["id"], result))
+
+    def legacy_request(self, message: JSON, session: SessionData) -> None:
+        request_id, method = message["id"], message["method"]
+        params = message.get("params") or {}
+        if method == "ping":
+            self.write(jsonrpc.result_response(request_id, {}))
+            return
+        if method == "logging/setLevel":
+            level = params.get("level")
+            if level not in versions.LOG_LEVELS:
+                self.write(legacy_error(request_id, InvalidParams(f"Unknown log level {level!r}")))
+                return
+            session.log_level = str(level)
+            self.write(jsonrpc.result_response(request_id, {}))
+            return
+        if method in ("resources/subscribe", "resources/unsubscribe"):
+            self.subscription(request_id, method, params, session)
+            return
+        if method == "initialize" or not self.endpoint.engine.knows(method):
+            error: ProtocolError = (
+                InvalidRequest("The session is already initialized")
+                if method == "initialize"
+                else jsonrpc.MethodNotFound(f"Method not found: {method}")
+            )
+            self.write(legacy_error(request_id, error))
+            return
+        raw_meta = params.get("_meta")
+        meta: JSON = raw_meta if isinstance(raw_meta, dict) else {}
+        ctx = RequestContext(
+            method=method,
+            params=params,
+            protocol_version=session.protocol_version,
+            client_capabilities=session.capabilities,
+            client_info=session.client_info,
+            user=self.user,
+            server=self.server,
+            session=session,
+            emit=self.write,
+            log_level=session.log_level or "debug",
+            progress_token=meta.get("progressToken"),
+        )
+        self._calls[request_id] = ctx
+        catalog = self.server.catalog()
+
+        def run() -> None:
+            try:
+                final = self.endpoint.legacy.call(request_id, method, params, ctx, catalog, session)
+                self.write(final)
+            finally:
+                self._calls.pop(request_id, None)
+
+        self._spawn(run)
+
+    def subscription(
+        self, request_id: Any, method: str, params: JSON, session: SessionData
+    ) -> None:
+        uri = params.get("uri")
+        if not isinstance(uri, str) or not uri:
+            self.write(legacy_error(request_id, InvalidParams(f"{method} needs a 'uri'")))
+            return
+        key = f"updated:{uri}"
+        self.end_listen(key)
+        if method == "resources/subscribe":
+
+            def sink(channel: str, message: JSON) -> None:
+                if message.get("uri") == uri:
+                    self.write(
+                        jsonrpc.notification("notifications/resources/updated", {"uri": uri})
+                    )
+
+            self._listens[key] = backend().subscribe([self.server.channel("updated")], sink)
+        self.write(jsonrpc.result_response(request_id, {}))

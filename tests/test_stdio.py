@@ -1,0 +1,222 @@
+"""MCP over stdio: the transport driven line by line, and the official client end to end."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client, types
+from mcp.client.stdio import StdioServerParameters
+
+import mcp_app
+from mcp_app.transport.stdio import StdioServer
+from tests.conftest import ROOT, modern_meta
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class Lines(io.StringIO):
+    """An output stream whose lines can be read back as messages."""
+
+    def messages(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.getvalue().splitlines() if line]
+
+
+def serve(*messages: dict[str, Any] | str) -> list[dict[str, Any]]:
+    lines = "".join((m if isinstance(m, str) else json.dumps(m)) + "\n" for m in messages)
+    out = Lines()
+    StdioServer(mcp_app.site, io.StringIO(lines), out).serve()
+    return out.messages()
+
+
+def request(request_id: Any, method: str, params: dict[str, Any] | None = None, **meta: Any):
+    body = dict(params or {})
+    body["_meta"] = {**modern_meta(), **meta}
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": body}
+
+
+def by_id(messages: list[dict[str, Any]]) -> dict[Any, dict[str, Any]]:
+    return {m["id"]: m for m in messages if "id" in m}
+
+
+def test_discover_list_and_call_without_headers() -> None:
+    out = by_id(
+        serve(
+            request(1, "server/discover"),
+            request(2, "tools/call", {"name": "add", "arguments": {"numbers": [2, 3]}}),
+        )
+    )
+    assert out[1]["result"]["supportedVersions"] == ["2026-07-28"]
+    assert out[2]["result"]["structuredContent"] == {"sum": 5}
+
+
+def test_bad_lines_get_errors_and_the_session_goes_on() -> None:
+    out = serve("{nope", "[1, 2]", request(3, "ping"), request(4, "tools/list"))
+    assert out[0]["error"]["code"] == -32700
+    assert out[1]["error"]["code"] == -32600
+    assert by_id(out)[3]["error"]["code"] == -32601  # removed on the stateless revision
+    assert by_id(out)[4]["result"]["tools"][0]["name"] == "add"
+
+
+def test_missing_meta_is_refused() -> None:
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    assert serve(message)[0]["error"]["code"] == -32602
+
+
+def test_progress_arrives_before_the_result() -> None:
+    out = serve(request(7, "tools/call", {"name": "test_tool_with_progress"}, progressToken="t"))
+    progress = [m["params"]["progress"] for m in out if m.get("method") == "notifications/progress"]
+    assert progress == [0, 50, 100]
+    assert out[-1]["id"] == 7
+
+
+def test_input_required_then_answered() -> None:
+    first = serve(
+        request(
+            1,
+            "tools/call",
+            {"name": "greet"},
+            **{"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}},
+        )
+    )[0]["result"]
+    assert first["resultType"] == "input_required"
+    answer = {"name": {"action": "accept", "content": {"name": "Ada"}}}
+    params = {"name": "greet", "inputResponses": answer, "requestState": first["requestState"]}
+    second = serve(request(2, "tools/call", params))[0]["result"]
+    assert second["content"][0]["text"] == "Hello, Ada!"
+
+
+def test_listen_acknowledges_and_streams_until_cancelled() -> None:
+    reader, writer = os.pipe()
+    inbox = os.fdopen(reader, "r")
+    feed = os.fdopen(writer, "w")
+    out = Lines()
+    server = StdioServer(mcp_app.site, inbox, out)
+    thread = threading.Thread(target=server.serve, daemon=True)
+    thread.start()
+    feed.write(
+        json.dumps(
+            request(9, "subscriptions/listen", {"notifications": {"toolsListChanged": True}})
+        )
+        + "\n"
+    )
+    feed.flush()
+    deadline = time.monotonic() + 5
+    while not out.messages() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    mcp_app.site.add_tool(lambda a, c: "x", name="stdio_temporary")
+    mcp_app.site.remove_tool("stdio_temporary")
+    feed.write(
+        json.dumps(
+            {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 9}}
+        )
+        + "\n"
+    )
+    feed.close()
+    thread.join(5)
+    methods = [m["method"] for m in out.messages()]
+    assert methods[0] == "notifications/subscriptions/acknowledged"
+    assert "notifications/tools/list_changed" in methods
+    assert all(
+        m["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == 9 for m in out.messages()
+    )
+
+
+def test_initialize_era_session_and_set_level() -> None:
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    out = by_id(
+        serve(
+            init,
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": 2, "method": "ping"},
+            {"jsonrpc": "2.0", "id": 3, "method": "logging/setLevel", "params": {"level": "loud"}},
+            {
+                "jsonrpc": "2.0",
+                "id": 4,
+                "method": "resources/read",
+                "params": {"uri": "people://nobody"},
+            },
+            {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "greet"}},
+        )
+    )
+    assert out[1]["result"]["protocolVersion"] == "2025-06-18"
+    assert out[2]["result"] == {}
+    assert out[3]["error"]["code"] == -32602
+    assert out[4]["error"]["code"] == -32002
+    assert out[5]["result"]["isError"] is True  # no elicitation capability declared
+
+
+# -- end to end with the official client ----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def stdio_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("stdio") / "db.sqlite3"
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "project.settings",
+        "DATABASE_URL": f"sqlite:///{path}",
+    }
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True
+    )
+    return path
+
+
+async def on_elicit(context: Any, params: Any) -> types.ElicitResult:
+    answers = {
+        "Who should I greet?": {"name": "Ada"},
+        "Name?": {"name": "Ada"},
+        "Color?": {"color": "blue"},
+    }
+    return types.ElicitResult(action="accept", content=answers[params.message])
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("mode", ["2026-07-28", "legacy"])
+def test_official_client_over_stdio(stdio_db: Path, mode: str) -> None:
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "project.settings",
+        "DATABASE_URL": f"sqlite:///{stdio_db}",
+    }
+    params = StdioServerParameters(
+        command=sys.executable, args=["manage.py", "mcp_stdio"], env=env, cwd=str(ROOT)
+    )
+
+    async def main() -> None:
+        extra: dict[str, Any] = {"cache": None} if mode != "legacy" else {}
+        with anyio.fail_after(60):
+            await session(extra)
+
+    async def session(extra: dict[str, Any]) -> None:
+        async with Client(params, mode=mode, elicitation_callback=on_elicit, **extra) as c:
+            assert c.protocol_version == ("2025-11-25" if mode == "legacy" else mode)
+            tools = await c.list_tools()
+            assert tools.tools[0].name == "add"
+            added = await c.call_tool("add", {"numbers": [1, 2]})
+            assert added.structured_content == {"sum": 3}
+            greet = await c.call_tool("greet", {})
+            assert greet.content[0].text == "Hello, Ada!"
+            steps = await c.call_tool("two-steps", {})
+            assert steps.content[0].text == "Ada likes blue"
+
+    anyio.run(main)
