@@ -45,19 +45,21 @@ $(TSCLIENT):
 conformance-tools: $(NODE) $(CONFORMANCE) $(TSCLIENT)
 
 # Every test: lint and types, the whole suite (unit, end to end against real server processes,
-# the conformance suite) on SQLite with real Redis, the unit tests again through the sync view,
-# and once more on a real PostgreSQL server.
+# the conformance suite) on SQLite with a real Redis, the unit tests again through the sync
+# view, and once more on a real PostgreSQL server. scripts/services.sh installs (from Debian)
+# and starts Redis and PostgreSQL on loopback and prints their URLs.
 test: install conformance-tools
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy mcp_app
-	eval "$$(bash scripts/services.sh start)" && \
+	mkdir -p $(TOOLS) && bash scripts/services.sh > $(TOOLS)/services.env
+	. ./$(TOOLS)/services.env && export REDIS_URL && \
 		$(BIN)/python -m pytest --cov --cov-report=term $(PYTEST_ARGS) && \
 		MCP_VIEW=sync $(BIN)/python -m pytest -q -m "not e2e" $(PYTEST_ARGS) && \
-		TEST_DATABASE_URL=$$POSTGRES_URL $(BIN)/python -m pytest -q -m "not e2e" $(PYTEST_ARGS)
+		TEST_DATABASE_URL=$$TEST_DATABASE_URL $(BIN)/python -m pytest -q -m "not e2e" $(PYTEST_ARGS)
 
 services:
-	bash scripts/services.sh start
+	bash scripts/services.sh
 
 unit: install
 	$(BIN)/python -m pytest -m "not e2e and not conformance" $(PYTEST_ARGS)

@@ -29,6 +29,10 @@ DEFAULTS: dict[str, Any] = {
     "DELIVERY_POLL_SECONDS": 0.5,
     # Seconds the database delivery backend keeps published messages.
     "DELIVERY_RETENTION_SECONDS": 60,
+    # Seconds the database backend waits for rows whose ids committed out of order.
+    "DELIVERY_REORDER_SECONDS": 5.0,
+    # Prefix of the Redis backend's channels (sites sharing a Redis server need their own).
+    "REDIS_CHANNEL_PREFIX": "",
     # The Redis server of the Redis delivery backend.
     "REDIS_URL": "redis://127.0.0.1:6379/0",
     # Dotted path of the mcp_app.sessions.SessionStore for initialize-era sessions.
@@ -118,6 +122,14 @@ class Settings:
     @property
     def DELIVERY_RETENTION_SECONDS(self) -> float:
         return float(self._get("DELIVERY_RETENTION_SECONDS"))
+
+    @property
+    def DELIVERY_REORDER_SECONDS(self) -> float:
+        return float(self._get("DELIVERY_REORDER_SECONDS"))
+
+    @property
+    def REDIS_CHANNEL_PREFIX(self) -> str:
+        return str(self._get("REDIS_CHANNEL_PREFIX"))
 
     @property
     def REDIS_URL(self) -> str:

@@ -181,8 +181,9 @@ class Server:
         from .delivery import backend
 
         channel = self.channel(topic)
+        # robust: a backend failing after the commit is logged, not turned into an error.
         transaction.on_commit(
-            lambda: backend().publish(channel, message), using=conf.DATABASE_ALIAS
+            lambda: backend().publish(channel, message), using=conf.DATABASE_ALIAS, robust=True
         )
 
     def notify_resource_updated(self, uri: str) -> None:

@@ -25,7 +25,7 @@ die() {
 # The newest installed PostgreSQL's bin directory (Debian keeps them out of PATH).
 pg_bin() {
 	local dir
-	dir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+	dir=$(printf '%s\n' /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
 	if [[ -n $dir && -x $dir/initdb ]]; then
 		echo "$dir"
 	elif command -v initdb >/dev/null && command -v pg_ctl >/dev/null; then
@@ -51,7 +51,7 @@ install_missing() {
 	say "installing ${packages[*]}"
 	# Package lists may be absent or stale on a fresh machine; refresh them once, here only.
 	DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
-	# policy-rc.d-less containers may try to start the packaged services; we use our own.
+	# The packages may start their own services on the default ports; these use other ones.
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}" >&2
 	command -v redis-server >/dev/null || die "redis-server still missing after install"
 	[[ -n $(pg_bin) ]] || die "PostgreSQL still missing after install"

@@ -313,21 +313,7 @@ class LegacyEndpoint:
             return Reply(200, jsonrpc.result_response(request_id, simple))
         if not self.engine.knows(method):
             return Reply(200, _error(request_id, MethodNotFound(f"Method not found: {method}")))
-        raw_meta = params.get("_meta")
-        meta: JSON = raw_meta if isinstance(raw_meta, dict) else {}
-        ctx = RequestContext(
-            method=method,
-            params=params,
-            protocol_version=session.protocol_version,
-            client_capabilities=session.capabilities,
-            client_info=session.client_info,
-            user=incoming.user,
-            request=incoming.request,
-            server=self.server,
-            session=session,
-            log_level=session.log_level or "debug",
-            progress_token=meta.get("progressToken"),
-        )
+        ctx = self.context(session, method, params, incoming.user, incoming.request)
         catalog = self.server.catalog()
 
         def run(ctx: RequestContext) -> tuple[int, JSON]:
@@ -336,6 +322,34 @@ class LegacyEndpoint:
         log = StreamLog(self.server, session.id)
         retry = conf.SSE_RETRY_MS if session.protocol_version >= "2025-11-25" else None
         return Reply(200, call=Call(run, ctx, request_id, log=log, retry_ms=retry))
+
+    def context(
+        self,
+        session: sessions.SessionData,
+        method: str,
+        params: JSON,
+        user: Any,
+        request: Any = None,
+        emit: Any = None,
+    ) -> RequestContext:
+        """The context of a request on this session (any transport)."""
+        raw_meta = params.get("_meta")
+        meta: JSON = raw_meta if isinstance(raw_meta, dict) else {}
+        return RequestContext(
+            method=method,
+            params=params,
+            protocol_version=session.protocol_version,
+            client_capabilities=session.capabilities,
+            client_info=session.client_info,
+            user=user,
+            request=request,
+            server=self.server,
+            session=session,
+            emit=emit,
+            # Without logging/setLevel the client hears every level.
+            log_level=session.log_level or "debug",
+            progress_token=meta.get("progressToken"),
+        )
 
     def session_method(
         self, method: str, params: JSON, session: sessions.SessionData

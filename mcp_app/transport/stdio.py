@@ -227,21 +227,7 @@ class StdioServer:
             )
             self.write(legacy_error(request_id, error))
             return
-        raw_meta = params.get("_meta")
-        meta: JSON = raw_meta if isinstance(raw_meta, dict) else {}
-        ctx = RequestContext(
-            method=method,
-            params=params,
-            protocol_version=session.protocol_version,
-            client_capabilities=session.capabilities,
-            client_info=session.client_info,
-            user=self.user,
-            server=self.server,
-            session=session,
-            emit=self.write,
-            log_level=session.log_level or "debug",
-            progress_token=meta.get("progressToken"),
-        )
+        ctx = self.endpoint.legacy.context(session, method, params, self.user, emit=self.write)
         self._calls[request_id] = ctx
         catalog = self.server.catalog()
 

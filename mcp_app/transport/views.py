@@ -113,12 +113,49 @@ def _first_response(call: Call, kind: str, payload: Any) -> HttpResponseBase | N
     return None
 
 
-def _encode(kind: str, payload: Any) -> tuple[bytes | None, bool]:
-    """The bytes for one produced item, and whether the HTTP stream ends after it."""
-    event: Event = payload[1] if kind == _FINAL else payload
-    if event.close:
-        return None, True
-    return event.encode(), kind == _FINAL
+class _CallRelay:
+    """Turns what a call produces into the bytes of its event stream, sync or async alike."""
+
+    def __init__(self, call: Call) -> None:
+        self.call = call
+        self.done = False
+        self.released = False
+
+    def start(self, kind: str, payload: Any) -> list[bytes]:
+        priming = self.call.priming()
+        return ([priming] if priming is not None else []) + self.feed(kind, payload)
+
+    def feed(self, kind: str, payload: Any) -> list[bytes]:
+        event: Event = payload[1] if kind == _FINAL else payload
+        if event.close:
+            # The server let go of the connection; the call goes on and is resumed later.
+            self.done = self.released = True
+            return []
+        self.done = kind == _FINAL
+        return [event.encode()]
+
+    def finish(self) -> None:
+        # A client that went away cancels the call; one the server let go of does not.
+        if not self.released:
+            self.call.cancel()
+
+
+class _ListenRelay:
+    """Turns a long-lived stream's deliveries into the bytes of its event stream."""
+
+    def __init__(self, stream: Stream) -> None:
+        self.stream = stream
+        self.items = Pipe()
+        self.unsubscribe = backend().subscribe(
+            stream.channels, lambda channel, message: self.items.put((channel, message))
+        )
+
+    def start(self, backlog: list[Event]) -> list[bytes]:
+        opening = self.stream.opening() + backlog
+        return [event.encode() for event in opening] or [sse.comment("stream open")]
+
+    def feed(self, channel: str, message: dict[str, Any]) -> list[bytes]:
+        return [event.encode() for event in self.stream.notifications(channel, message)]
 
 
 # -- ASGI ---------------------------------------------------------------------------------
@@ -151,48 +188,37 @@ async def _stream_async_call(call: Call) -> HttpResponseBase:
         return plain
 
     async def body() -> AsyncIterator[bytes]:
-        released = False
+        relay = _CallRelay(call)
         try:
-            priming = call.priming()
-            if priming is not None:
-                yield priming
-            item = (kind, payload)
+            chunks = relay.start(kind, payload)
             while True:
-                data, end = _encode(*item)
-                if data is not None:
-                    yield data
-                if end:
-                    released = data is None
+                for chunk in chunks:
+                    yield chunk
+                if relay.done:
                     return
-                item = await items.aget()
+                chunks = relay.feed(*await items.aget())
         finally:
-            # A client that went away cancels the call; one the server let go of does not.
-            if not released:
-                call.cancel()
+            relay.finish()
 
     return StreamingHttpResponse(body(), headers=sse.HEADERS)
 
 
 def _stream_async_listen(stream: Stream) -> HttpResponseBase:
     async def body() -> AsyncIterator[bytes]:
-        items = Pipe()
-        unsubscribe = backend().subscribe(stream.channels, lambda c, m: items.put((c, m)))
+        relay = _ListenRelay(stream)
         try:
-            opening = stream.opening() + await sync_to_async(stream.backlog)()
-            if not opening:
-                yield sse.comment("stream open")
-            for event in opening:
-                yield event.encode()
-            while not stream.finished:
+            chunks = relay.start(await sync_to_async(stream.backlog)())
+            while True:
+                for chunk in chunks:
+                    yield chunk
+                if stream.finished:
+                    return
                 try:
-                    channel, message = await items.aget(conf.KEEPALIVE_SECONDS)
+                    chunks = relay.feed(*await relay.items.aget(conf.KEEPALIVE_SECONDS))
                 except Empty:
-                    yield sse.comment()
-                    continue
-                for event in stream.notifications(channel, message):
-                    yield event.encode()
+                    chunks = [sse.comment()]
         finally:
-            unsubscribe()
+            relay.unsubscribe()
 
     return StreamingHttpResponse(body(), headers=sse.HEADERS)
 
@@ -227,46 +253,34 @@ def _stream_sync_call(call: Call) -> HttpResponseBase:
         return plain
 
     def body() -> Iterator[bytes]:
-        released = False
+        relay = _CallRelay(call)
         try:
-            priming = call.priming()
-            if priming is not None:
-                yield priming
-            item = (kind, payload)
+            chunks = relay.start(kind, payload)
             while True:
-                data, end = _encode(*item)
-                if data is not None:
-                    yield data
-                if end:
-                    released = data is None
+                yield from chunks
+                if relay.done:
                     return
-                item = items.get()
+                chunks = relay.feed(*items.get())
         finally:
-            if not released:
-                call.cancel()
+            relay.finish()
 
     return StreamingHttpResponse(body(), headers=sse.HEADERS)
 
 
 def _stream_sync_listen(stream: Stream) -> HttpResponseBase:
     def body() -> Iterator[bytes]:
-        items = Pipe()
-        unsubscribe = backend().subscribe(stream.channels, lambda c, m: items.put((c, m)))
+        relay = _ListenRelay(stream)
         try:
-            opening = stream.opening() + stream.backlog()
-            if not opening:
-                yield sse.comment("stream open")
-            for event in opening:
-                yield event.encode()
-            while not stream.finished:
+            chunks = relay.start(stream.backlog())
+            while True:
+                yield from chunks
+                if stream.finished:
+                    return
                 try:
-                    channel, message = items.get(conf.KEEPALIVE_SECONDS)
+                    chunks = relay.feed(*relay.items.get(conf.KEEPALIVE_SECONDS))
                 except Empty:
-                    yield sse.comment()
-                    continue
-                for event in stream.notifications(channel, message):
-                    yield event.encode()
+                    chunks = [sse.comment()]
         finally:
-            unsubscribe()
+            relay.unsubscribe()
 
     return StreamingHttpResponse(body(), headers=sse.HEADERS)
