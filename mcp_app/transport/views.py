@@ -205,7 +205,8 @@ async def _stream_async_call(call: Call) -> HttpResponseBase:
 
 def _stream_async_listen(stream: Stream) -> HttpResponseBase:
     async def body() -> AsyncIterator[bytes]:
-        relay = _ListenRelay(stream)
+        # Subscribing may wait on the backend (Redis, the database poller): not on the loop.
+        relay = await sync_to_async(_ListenRelay, thread_sensitive=False)(stream)
         try:
             chunks = relay.start(await sync_to_async(stream.backlog)())
             while True:
