@@ -78,7 +78,9 @@ test-django6:
 	test -x .venv312/bin/python || $(PY312) -m venv .venv312
 	.venv312/bin/python -m pip install -q --upgrade pip
 	.venv312/bin/python -m pip install -q -e ".[dev]" "django>=6,<7"
-	.venv312/bin/python -m pytest -m "not e2e and not conformance" -q $(PYTEST_ARGS)
+	mkdir -p $(TOOLS) && bash scripts/services.sh > $(TOOLS)/services.env
+	. ./$(TOOLS)/services.env && export REDIS_URL && \
+		.venv312/bin/python -m pytest -m "not e2e and not conformance" -q $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) .venv312 $(TOOLS) results .coverage
