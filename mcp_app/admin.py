@@ -1,4 +1,4 @@
-"""The admin of definition rows: tools, resources, resource templates and prompts."""
+"""The admin of definition rows (tools, resources, resource templates, prompts) and of the audit trail."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from django import forms
 from django.contrib import admin, messages
 from django.db import models, transaction
 from django.db.models import QuerySet
+from django.forms import ModelMultipleChoiceField
 from django.http import HttpRequest
 from django.utils.html import format_html
 
-from . import rows
+from . import playground, rows
 from .exceptions import DefinitionError
 from .forms import CodeTextarea, JSONTextarea, PrettyJSONField, RowForm
 from .models import (
@@ -23,10 +24,20 @@ from .models import (
     Resource,
     ResourceTemplate,
     Tool,
+    ToolCall,
 )
 from .server import servers
 
 JSON_FIELD = {"form_class": PrettyJSONField, "widget": JSONTextarea}
+ACCESS: tuple[str, Any] = (
+    "Access",
+    {
+        "fields": ("groups", "permissions"),
+        "description": "Who may see and use this: members of any group, holders of any "
+        "permission, and superusers. Leave both empty for everyone. The endpoint's own "
+        "authentication and permission classes apply first.",
+    },
+)
 
 
 class DefinitionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
@@ -40,8 +51,30 @@ class DefinitionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_filter: ClassVar[tuple[str, ...]] = ("server", "enabled")
     search_fields: ClassVar[tuple[str, ...]] = ("name", "title", "description")
     readonly_fields: ClassVar[tuple[str, ...]] = ("catalog_entry", "updated")
+    filter_horizontal = ("groups", "permissions")
     actions = ("enable", "disable")
     save_on_top = True
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        # The "access" column reads every listed row's groups and permissions.
+        return super().get_queryset(request).prefetch_related("groups", "permissions")
+
+    def formfield_for_manytomany(
+        self, db_field: Any, request: HttpRequest, **kwargs: Any
+    ) -> ModelMultipleChoiceField[Any] | None:
+        if db_field.name == "permissions":
+            # Each choice's label names its app and model: one query, not one per choice.
+            qs = kwargs.get("queryset", db_field.remote_field.model.objects)
+            kwargs["queryset"] = qs.select_related("content_type")
+        return super().formfield_for_manytomany(db_field, request, **kwargs)
+
+    @admin.display(description="access")
+    def access(self, obj: Definition) -> str:
+        groups = [group.name for group in obj.groups.all()]
+        permissions = [permission.codename for permission in obj.permissions.all()]
+        if not groups and not permissions:
+            return "everyone"
+        return ", ".join(groups + permissions)
 
     @admin.action(description="Enable selected %(verbose_name_plural)s")
     def enable(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
@@ -86,14 +119,15 @@ class DefinitionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
 @admin.register(Tool)
 class ToolAdmin(DefinitionAdmin):
-    list_display = ("name", "title", "server", "runs", "enabled", "order", "updated")
-    list_filter = ("server", "enabled", "overrides_code", "handler")
+    list_display = ("name", "title", "server", "runs", "access", "enabled", "order", "updated")
+    list_filter = ("server", "enabled", "overrides_code", "handler", "groups")
     fieldsets = (
         (None, {"fields": ("server", "name", "title", "description")}),
         ("What runs", {"fields": ("overrides_code", "handler", "config")}),
         ("Schemas", {"fields": ("input_schema", "output_schema")}),
         ("Presentation", {"fields": ("annotations", "icons", "meta")}),
         ("Listing", {"fields": ("enabled", "order", "updated")}),
+        ACCESS,
         ("Catalog", {"fields": ("catalog_entry",)}),
     )
 
@@ -117,8 +151,18 @@ class ToolAdmin(DefinitionAdmin):
 
 @admin.register(Resource)
 class ResourceAdmin(DefinitionAdmin):
-    list_display = ("uri", "name", "server", "mime_type", "size", "enabled", "order", "updated")
-    list_filter = ("server", "enabled", "mime_type")
+    list_display = (
+        "uri",
+        "name",
+        "server",
+        "mime_type",
+        "size",
+        "access",
+        "enabled",
+        "order",
+        "updated",
+    )
+    list_filter = ("server", "enabled", "mime_type", "groups")
     search_fields = ("uri", "name", "title", "description")
     readonly_fields = ("catalog_entry", "updated", "size", "digest")
     fieldsets = (
@@ -126,6 +170,7 @@ class ResourceAdmin(DefinitionAdmin):
         ("Content", {"fields": ("text", "file", "mime_type", "size", "digest")}),
         ("Presentation", {"fields": ("annotations", "icons", "meta")}),
         ("Listing", {"fields": ("enabled", "order", "updated")}),
+        ACCESS,
         ("Catalog", {"fields": ("catalog_entry",)}),
     )
     formfield_overrides = {
@@ -139,13 +184,23 @@ class ResourceAdmin(DefinitionAdmin):
 
 @admin.register(ResourceTemplate)
 class ResourceTemplateAdmin(DefinitionAdmin):
-    list_display = ("name", "uri_template", "server", "mime_type", "enabled", "order", "updated")
+    list_display = (
+        "name",
+        "uri_template",
+        "server",
+        "mime_type",
+        "access",
+        "enabled",
+        "order",
+        "updated",
+    )
     search_fields = ("name", "uri_template", "title", "description")
     fieldsets = (
         (None, {"fields": ("server", "name", "uri_template", "title", "description")}),
         ("Content", {"fields": ("text", "handler", "config", "mime_type")}),
         ("Presentation", {"fields": ("annotations", "icons", "meta")}),
         ("Listing", {"fields": ("enabled", "order", "updated")}),
+        ACCESS,
         ("Catalog", {"fields": ("catalog_entry",)}),
     )
 
@@ -170,14 +225,79 @@ class PromptMessageInline(admin.StackedInline):  # type: ignore[type-arg]
 
 @admin.register(Prompt)
 class PromptAdmin(DefinitionAdmin):
-    list_display = ("name", "title", "server", "enabled", "order", "updated")
+    list_display = ("name", "title", "server", "access", "enabled", "order", "updated")
     inlines = (PromptArgumentInline, PromptMessageInline)
     fieldsets = (
         (None, {"fields": ("server", "name", "title", "description")}),
         ("Presentation", {"fields": ("icons", "meta")}),
         ("Listing", {"fields": ("enabled", "order", "updated")}),
+        ACCESS,
         ("Catalog", {"fields": ("catalog_entry",)}),
     )
 
     def wire(self, obj: Prompt) -> dict[str, Any] | None:
         return rows.prompt_def(obj).wire if obj.enabled else None
+
+
+# -- the audit trail ---------------------------------------------------------------------
+
+
+@admin.register(ToolCall)
+class ToolCallAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """Read-only: rows are written by the endpoint and removed by ``mcp_audit_clean``."""
+
+    list_display = (
+        "created",
+        "server",
+        "method",
+        "name",
+        "caller_id",
+        "user",
+        "era",
+        "outcome",
+        "duration_ms",
+        "rounds",
+    )
+    list_filter = ("server", "method", "outcome", "era", "created")
+    search_fields = ("name", "caller_id", "error")
+    date_hierarchy = "created"
+    list_select_related = ("user",)
+    list_per_page = 100
+    # A COUNT(*) over a long audit table on every page is slow; the paginator estimates.
+    show_full_result_count = False
+    fields = (
+        "created",
+        "server",
+        "method",
+        "name",
+        "era",
+        "user",
+        "caller_id",
+        "outcome",
+        "error",
+        "duration_ms",
+        "rounds",
+        "arguments_json",
+    )
+    readonly_fields = fields
+
+    @admin.display(description="arguments")
+    def arguments_json(self, obj: ToolCall) -> str:
+        if obj.arguments is None:
+            return "Not kept (MCP_APP['AUDIT_ARGUMENTS'] is off)."
+        text = json.dumps(obj.arguments, indent=2, ensure_ascii=False)
+        return format_html("<pre>{}</pre>", text)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # A trail staff could prune would prove little; retention is the command's job.
+        return False
+
+
+# The playground's pages under <admin>/mcp_app/playground/ (mcp_app.playground).
+playground.install(admin.site)

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rest_framework.authentication import TokenAuthentication
+
 from .conf import conf
 
 
@@ -18,6 +20,15 @@ class Refusal:
     status: int
     message: str
     headers: dict[str, str] = field(default_factory=dict)
+
+
+class BearerTokenAuthentication(TokenAuthentication):
+    """DRF's token authentication with the header MCP clients send: ``Authorization: Bearer <key>``.
+
+    Keys are ``rest_framework.authtoken`` tokens (add that app to ``INSTALLED_APPS``).
+    """
+
+    keyword = "Bearer"
 
 
 class EndpointView:
@@ -64,8 +75,9 @@ def admit(request: Any, server_name: str) -> tuple[Any, Refusal | None]:
         drf_request = Request(request, authenticators=_instances(authenticators))
         try:
             user = drf_request.user
-        except exceptions.AuthenticationFailed as exc:
-            return None, _unauthorized(request, str(exc.detail))
+        except exceptions.APIException as exc:
+            # Bad credentials, or SessionAuthentication's CSRF check (403), as DRF answers.
+            return None, _refusal(request, exc)
     permissions = _instances(conf.PERMISSION_CLASSES)
     throttles = _instances(conf.THROTTLE_CLASSES)
     if not permissions and not throttles:
@@ -75,7 +87,11 @@ def admit(request: Any, server_name: str) -> tuple[Any, Refusal | None]:
         drf_request.user = user
     view = EndpointView(server_name)
     for permission in permissions:
-        if not permission.has_permission(drf_request, view):
+        try:
+            allowed = permission.has_permission(drf_request, view)
+        except exceptions.APIException as exc:  # a permission may raise its own refusal
+            return user, _refusal(request, exc)
+        if not allowed:
             if not getattr(user, "is_authenticated", False):
                 return user, _unauthorized(request, "Authentication credentials were not provided")
             message = getattr(permission, "message", None) or "Permission denied"
@@ -90,16 +106,51 @@ def admit(request: Any, server_name: str) -> tuple[Any, Refusal | None]:
     return user, None
 
 
-def _unauthorized(request: Any, message: str) -> Refusal:
-    challenge = f'Bearer resource_metadata="{resource_metadata_url(request)}"'
+def _refusal(request: Any, exc: Any) -> Refusal:
+    """The refusal for a DRF exception raised while authenticating or authorising."""
+    from rest_framework import exceptions
+
+    message = _detail(exc.detail)
+    if isinstance(exc, exceptions.AuthenticationFailed):
+        return _unauthorized(request, message, invalid=True)
+    if isinstance(exc, exceptions.NotAuthenticated):
+        return _unauthorized(request, message)
+    status = int(getattr(exc, "status_code", 403) or 403)
+    return Refusal(status if 400 <= status < 600 else 403, message)
+
+
+def _detail(detail: Any) -> str:
+    if isinstance(detail, dict):
+        detail = next(iter(detail.values()), "")
+    if isinstance(detail, list):
+        detail = detail[0] if detail else ""
+    return str(detail) or "Permission denied"
+
+
+def _quoted(text: str) -> str:
+    """``text`` fit for a quoted-string: printable ASCII, no quotes or backslashes, bounded."""
+    return "".join(c for c in text if c.isascii() and c.isprintable() and c not in '"\\')[:200]
+
+
+def _unauthorized(request: Any, message: str, *, invalid: bool = False) -> Refusal:
+    """401 with an RFC 6750 challenge naming the protected resource metadata (RFC 9728)."""
+    parts = []
+    if invalid:
+        # Credentials were sent and refused: RFC 6750 names the error so clients drop them.
+        parts += ['error="invalid_token"', f'error_description="{_quoted(message)}"']
+    parts.append(f'resource_metadata="{resource_metadata_url(request)}"')
     scopes = conf.RESOURCE_METADATA.get("scopes_supported")
     if scopes:
-        challenge += f', scope="{" ".join(scopes)}"'
-    return Refusal(401, message, {"WWW-Authenticate": challenge})
+        parts.append(f'scope="{_quoted(" ".join(str(s) for s in scopes))}"')
+    return Refusal(401, message, {"WWW-Authenticate": "Bearer " + ", ".join(parts)})
 
 
 def protected_resource_metadata(request: Any, resource_path: str) -> dict[str, Any]:
-    """The RFC 9728 document for the endpoint at ``resource_path``."""
+    """The RFC 9728 document for the endpoint at ``resource_path``.
+
+    ``RESOURCE_METADATA`` gives its fields (``authorization_servers``, ``scopes_supported``,
+    ``resource_name`` ...); ``resource`` is always the endpoint's absolute URL.
+    """
     metadata = dict(conf.RESOURCE_METADATA)
     metadata["resource"] = request.build_absolute_uri(resource_path)
     metadata.setdefault("authorization_servers", [])

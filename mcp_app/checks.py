@@ -1,12 +1,54 @@
-"""System checks for the app's settings, with stable IDs ``mcp_app.E00x`` and ``mcp_app.W00x``."""
+"""System checks for the app's settings, with stable IDs ``mcp_app.E0xx`` and ``mcp_app.W0xx``."""
+
+# Errors (every manage.py command): E001 MCP_APP is not a dict, E002 unknown key, E003 bad VIEW,
+# E004 ALLOWED_ORIGINS not a list, E005 REQUEST_STATE_MAX_AGE_MS not positive, E006 an
+# authentication, permission or throttle class that cannot be used, E007 a VALIDATOR,
+# SESSION_STORE or DELIVERY_BACKEND that cannot be used, E008 a malformed RESOURCE_METADATA,
+# E009 a number that is not positive, E010 a switch that is not a bool.
+#
+# Deployment warnings (check --deploy): W001 the key signing requestState is missing or
+# insecure, W002 no allowed origins with DEBUG off, W003 "*" among the allowed origins, W004 an
+# allowed origin that can never match.
+#
+# Connection warning (check --database <alias>, and migrate): W005 the delivery backend cannot
+# be reached. Connecting is kept to commands that ask for it, as Django does for its own
+# database checks, so runserver and shell never wait on a dead Redis.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from typing import Any
 
-from django.core.checks import CheckMessage, Error, Tags, register
+from django.core.checks import CheckMessage, Error, Tags, Warning, register
 
 from .conf import DEFAULTS, conf
+
+#: Settings whose values must be positive numbers, with the type ``conf`` reads them as.
+NUMBERS = (
+    "MAX_BODY_BYTES",
+    "MAX_JSON_DEPTH",
+    "MAX_ARGUMENTS_BYTES",
+    "SESSION_IDLE_SECONDS",
+    "INPUT_TIMEOUT_SECONDS",
+    "EVENT_RETENTION_SECONDS",
+    "KEEPALIVE_SECONDS",
+    "SSE_RETRY_MS",
+    "DELIVERY_POLL_SECONDS",
+    "DELIVERY_RETENTION_SECONDS",
+)
+SWITCHES = ("VALIDATE_INPUT", "VALIDATE_OUTPUT", "ATOMIC", "AUDIT", "AUDIT_ARGUMENTS")
+#: What an Origin header holds: a scheme, a host and maybe a port, nothing after.
+ORIGIN_RE = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://[^/?#\s]+$")
+#: Seconds the delivery check waits for Redis.
+PING_TIMEOUT = 1.0
+
+
+def _raw() -> dict[str, Any]:
+    from django.conf import settings
+
+    raw = getattr(settings, "MCP_APP", None) or {}
+    return raw if isinstance(raw, dict) else {}
 
 
 @register(Tags.compatibility)
@@ -17,12 +59,13 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     raw = getattr(settings, "MCP_APP", None) or {}
     if not isinstance(raw, dict):
         return [Error("MCP_APP must be a dict.", id="mcp_app.E001")]
-    unknown = sorted(set(raw) - set(DEFAULTS))
+    known = set(DEFAULTS)
+    unknown = sorted(set(raw) - known)
     if unknown:
         errors.append(
             Error(
                 f"Unknown MCP_APP settings: {', '.join(unknown)}.",
-                hint=f"Known settings: {', '.join(sorted(DEFAULTS))}.",
+                hint=f"Known settings: {', '.join(sorted(known))}.",
                 id="mcp_app.E002",
             )
         )
@@ -30,8 +73,356 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         errors.append(Error("MCP_APP['VIEW'] must be 'async' or 'sync'.", id="mcp_app.E003"))
     if not isinstance(raw.get("ALLOWED_ORIGINS", []), list | tuple):
         errors.append(Error("MCP_APP['ALLOWED_ORIGINS'] must be a list.", id="mcp_app.E004"))
-    if conf.REQUEST_STATE_MAX_AGE_MS <= 0:
+    if _number(lambda: conf.REQUEST_STATE_MAX_AGE_MS) is None:
         errors.append(
             Error("MCP_APP['REQUEST_STATE_MAX_AGE_MS'] must be positive.", id="mcp_app.E005")
         )
+    errors += _check_drf_classes(raw)
+    errors += _check_components(raw)
+    errors += _check_metadata(raw)
+    errors += _check_numbers(raw)
+    errors += _check_switches(raw)
     return errors
+
+
+# -- E006: DRF classes -------------------------------------------------------------------
+
+
+def _check_drf_classes(raw: dict[str, Any]) -> list[CheckMessage]:
+    errors: list[CheckMessage] = []
+    for name in ("AUTHENTICATION_CLASSES", "PERMISSION_CLASSES", "THROTTLE_CLASSES"):
+        if name not in raw or (name == "AUTHENTICATION_CLASSES" and raw[name] is None):
+            continue
+        value = raw[name]
+        if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+            what = "None or a list" if name == "AUTHENTICATION_CLASSES" else "a list"
+            errors.append(
+                Error(
+                    f"MCP_APP['{name}'] must be {what} of dotted paths.",
+                    id="mcp_app.E006",
+                )
+            )
+            continue
+        for path in value:
+            problem = _drf_class_problem(name, path)
+            if problem:
+                errors.append(
+                    Error(
+                        f"MCP_APP['{name}'] names {path!r}, which cannot be used: {problem}",
+                        hint="Every request to the endpoint would fail with a server error.",
+                        id="mcp_app.E006",
+                    )
+                )
+    return errors
+
+
+def _drf_class_problem(setting: str, path: str) -> str | None:
+    """Why the DRF class at ``path`` cannot serve, or ``None``: it imports and instantiates."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    cls, problem = _import(path)
+    if cls is None:
+        return problem
+    try:
+        # DRF builds one per request without arguments; a throttle without a rate fails here.
+        instance = cls()
+    except (ImproperlyConfigured, TypeError, ValueError, KeyError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    if setting == "THROTTLE_CLASSES":
+        from rest_framework.throttling import ScopedRateThrottle
+
+        # The scope is the view's (``mcp``), looked up on the first request only.
+        rates = getattr(cls, "THROTTLE_RATES", {}) or {}
+        if isinstance(instance, ScopedRateThrottle) and not rates.get("mcp"):
+            return "it needs REST_FRAMEWORK['DEFAULT_THROTTLE_RATES']['mcp'] (e.g. '60/min')."
+    method = {
+        "AUTHENTICATION_CLASSES": "authenticate",
+        "PERMISSION_CLASSES": "has_permission",
+        "THROTTLE_CLASSES": "allow_request",
+    }[setting]
+    if not callable(getattr(instance, method, None)):
+        return f"it has no {method}() method."
+    return None
+
+
+def _import(path: str) -> tuple[Any, str]:
+    from django.utils.module_loading import import_string
+
+    try:
+        return import_string(path), ""
+    except ImportError as exc:
+        return None, f"it does not import ({exc})."
+    except Exception as exc:  # a module that fails while importing
+        return None, f"importing it raised {type(exc).__name__}: {exc}"
+
+
+# -- E007: pluggable components ----------------------------------------------------------
+
+
+def _check_components(raw: dict[str, Any]) -> list[CheckMessage]:
+    from .delivery.base import Backend
+    from .sessions import SessionStore
+
+    errors: list[CheckMessage] = []
+    bases: dict[str, tuple[type[Any] | None, str]] = {
+        "VALIDATOR": (None, "a mcp_app.schema.Validator (check_schema() and problems())"),
+        "SESSION_STORE": (SessionStore, "a mcp_app.sessions.SessionStore subclass"),
+        "DELIVERY_BACKEND": (Backend, "a mcp_app.delivery.Backend subclass"),
+    }
+    for name, (base, what) in bases.items():
+        value = raw.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            errors.append(Error(f"MCP_APP['{name}'] must be a dotted path.", id="mcp_app.E007"))
+            continue
+        cls, problem = _import(value)
+        if cls is not None:
+            if base is not None:
+                fits = isinstance(cls, type) and issubclass(cls, base)
+            else:
+                fits = all(callable(getattr(cls, m, None)) for m in ("check_schema", "problems"))
+            problem = "" if fits else f"it is not {what}."
+        if problem:
+            errors.append(
+                Error(
+                    f"MCP_APP['{name}'] names {value!r}, which cannot be used: {problem}",
+                    id="mcp_app.E007",
+                )
+            )
+    return errors
+
+
+# -- E008: protected resource metadata ---------------------------------------------------
+
+
+def _check_metadata(raw: dict[str, Any]) -> list[CheckMessage]:
+    value = raw.get("RESOURCE_METADATA", {})
+    if value is None:
+        return []
+    problems: list[str] = []
+    if not isinstance(value, dict):
+        problems.append("it must be a dict")
+    else:
+        servers = value.get("authorization_servers", [])
+        if not _strings(servers) or not all(
+            re.match(r"^https?://[^/?#\s]+", server) for server in servers
+        ):
+            problems.append("'authorization_servers' must be a list of http(s) URLs")
+        scopes = value.get("scopes_supported", [])
+        if not _strings(scopes) or any(re.search(r'[\s"\\]', scope) for scope in scopes):
+            problems.append(
+                "'scopes_supported' must be a list of scope names, without spaces or quotes"
+            )
+        if "resource" in value:
+            problems.append("'resource' is set from the request; leave it out")
+    return [
+        Error(f"MCP_APP['RESOURCE_METADATA'] is malformed: {problem}.", id="mcp_app.E008")
+        for problem in problems
+    ]
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, list | tuple) and all(isinstance(v, str) and v for v in value)
+
+
+# -- E009, E010: numbers and switches ----------------------------------------------------
+
+
+def _number(read: Any) -> float | None:
+    """The positive number ``read()`` gives, or ``None`` for anything else."""
+    try:
+        value = read()
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return value if isinstance(value, int | float) and value > 0 else None
+
+
+def _check_numbers(raw: dict[str, Any]) -> list[CheckMessage]:
+    errors: list[CheckMessage] = []
+    for name in NUMBERS:
+        if name not in raw:
+            continue
+        # Read as conf reads it ("10" is 10), but True is not a number of anything.
+        value = None if isinstance(raw[name], bool) else _number(lambda n=name: getattr(conf, n))
+        if value is None:
+            errors.append(Error(f"MCP_APP['{name}'] must be a positive number.", id="mcp_app.E009"))
+    if raw.get("AUDIT_RETENTION_DAYS") is not None:
+        days = raw["AUDIT_RETENTION_DAYS"]
+        if isinstance(days, bool) or not isinstance(days, int) or days <= 0:
+            errors.append(
+                Error(
+                    "MCP_APP['AUDIT_RETENTION_DAYS'] must be a positive number of days, or "
+                    "None to keep audit rows forever.",
+                    id="mcp_app.E009",
+                )
+            )
+    return errors
+
+
+def _check_switches(raw: dict[str, Any]) -> list[CheckMessage]:
+    return [
+        Error(
+            f"MCP_APP['{name}'] must be True or False, not {raw[name]!r}.",
+            hint="A string such as 'false' counts as true.",
+            id="mcp_app.E010",
+        )
+        for name in SWITCHES
+        if name in raw and not isinstance(raw[name], bool)
+    ]
+
+
+# -- deployment: W001-W004 ---------------------------------------------------------------
+
+
+@register(Tags.security, deploy=True)
+def check_deployment(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    from django.conf import settings
+
+    warnings: list[CheckMessage] = []
+    problem = _key_problem()
+    if problem:
+        source = "REQUEST_STATE_KEY" if _raw().get("REQUEST_STATE_KEY") else "SECRET_KEY"
+        warnings.append(
+            Warning(
+                f"The key that signs requestState ({source}) {problem}.",
+                hint="Anyone who knows or guesses it can forge the state handlers carry between "
+                "rounds of input. Use a long random key kept out of the code: "
+                "django.core.management.utils.get_random_secret_key().",
+                id="mcp_app.W001",
+            )
+        )
+    raw = _raw()
+    origins = raw.get("ALLOWED_ORIGINS", [])
+    if not isinstance(origins, list | tuple):
+        return warnings  # E004
+    if not origins and not settings.DEBUG:
+        warnings.append(
+            Warning(
+                "MCP_APP['ALLOWED_ORIGINS'] is empty: browsers on other origins are refused.",
+                hint="Only same-origin pages and clients that send no Origin (SDKs, desktop "
+                "apps) can call the endpoint. List the origins of browser-based clients "
+                "that should, e.g. ['https://app.example.com'].",
+                id="mcp_app.W002",
+            )
+        )
+    if "*" in origins:
+        warnings.append(
+            Warning(
+                "MCP_APP['ALLOWED_ORIGINS'] contains '*': any web page may call the endpoint "
+                "from its visitors' browsers.",
+                hint="List the origins that need access instead.",
+                id="mcp_app.W003",
+            )
+        )
+    for origin in origins:
+        if origin != "*" and (not isinstance(origin, str) or not ORIGIN_RE.match(origin)):
+            warnings.append(
+                Warning(
+                    f"MCP_APP['ALLOWED_ORIGINS'] entry {origin!r} can never match an Origin "
+                    "header.",
+                    hint="An origin is a scheme, a host and an optional port, with no path "
+                    "or trailing slash: 'https://app.example.com'.",
+                    id="mcp_app.W004",
+                )
+            )
+    return warnings
+
+
+def _key_problem() -> str | None:
+    """What is wrong with the key signing ``requestState``, or ``None``."""
+    from django.conf import settings
+    from django.core.exceptions import ImproperlyConfigured
+
+    key: Any = _raw().get("REQUEST_STATE_KEY")
+    if not key:
+        try:
+            key = settings.SECRET_KEY
+        except ImproperlyConfigured:
+            key = ""
+    if not isinstance(key, str | bytes) or not key:
+        return "is missing"
+    text = key.decode(errors="replace") if isinstance(key, bytes) else key
+    if text.startswith("django-insecure"):
+        return "is Django's insecure development key"
+    if len(text) < 50 or len(set(text)) < 5:
+        return "is too short or too simple (fewer than 50 characters or 5 distinct ones)"
+    return None
+
+
+# -- connections: W005 -------------------------------------------------------------------
+
+
+@register(Tags.database)
+def check_delivery(
+    app_configs: Any = None, databases: Sequence[str] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """Try the delivery backend, when the command asked for checks that connect."""
+    if databases is None:
+        return []
+    problem = _delivery_problem(databases)
+    if problem is None:
+        return []
+    return [
+        Warning(
+            f"The delivery backend {conf.DELIVERY_BACKEND!r} cannot be reached: {problem}",
+            hint="Notifications, GET streams and initialize-era input need it; each process "
+            "keeps trying, and what is published meanwhile is lost.",
+            id="mcp_app.W005",
+        )
+    ]
+
+
+def _delivery_problem(databases: Sequence[str]) -> str | None:
+    path = _raw().get("DELIVERY_BACKEND", DEFAULTS["DELIVERY_BACKEND"])
+    if not isinstance(path, str):
+        return None  # E007
+    cls, _ = _import(path)
+    if not isinstance(cls, type):
+        return None  # E007
+    # Told apart by module, so a site on another backend never imports redis here.
+    modules = {base.__module__ for base in cls.__mro__}
+    if "mcp_app.delivery.redis" in modules:
+        return _redis_problem(conf.REDIS_URL)
+    if "mcp_app.delivery.database" in modules:
+        return _table_problem(conf.DATABASE_ALIAS, databases)
+    return None
+
+
+def _redis_problem(url: str) -> str | None:
+    import redis
+
+    client = None
+    try:
+        client = redis.Redis.from_url(
+            url, socket_connect_timeout=PING_TIMEOUT, socket_timeout=PING_TIMEOUT
+        )
+        client.ping()
+    except (redis.RedisError, OSError, ValueError) as exc:
+        return f"PING to {_without_password(url)} failed ({type(exc).__name__}: {exc})."
+    finally:
+        if client is not None:
+            client.close()
+    return None
+
+
+def _without_password(url: str) -> str:
+    return re.sub(r"//[^@/]*@", "//***@", url)
+
+
+def _table_problem(alias: str, databases: Sequence[str]) -> str | None:
+    from django.db import DatabaseError, connections
+
+    from .models import DeliveryMessage
+
+    if alias not in databases:
+        return None  # only the databases the command named are touched
+    table = DeliveryMessage._meta.db_table
+    try:
+        with connections[alias].cursor() as cursor:
+            tables = connections[alias].introspection.table_names(cursor)
+    except DatabaseError as exc:
+        return f"database {alias!r} failed ({exc})."
+    if table not in tables:
+        return f"table {table} does not exist in database {alias!r}; run migrate."
+    return None

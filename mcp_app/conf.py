@@ -61,6 +61,12 @@ DEFAULTS: dict[str, Any] = {
     "MAX_JSON_DEPTH": 64,
     # Largest tool arguments accepted, in bytes of JSON.
     "MAX_ARGUMENTS_BYTES": 1024 * 1024,
+    # Write a ToolCall row for every tool call, resource read and prompt get.
+    "AUDIT": True,
+    # Keep each call's arguments in its audit row.
+    "AUDIT_ARGUMENTS": False,
+    # Days mcp_audit_clean keeps audit rows; None keeps them for ever.
+    "AUDIT_RETENTION_DAYS": 30,
     # Largest request body accepted, in bytes.
     "MAX_BODY_BYTES": 4 * 1024 * 1024,
 }
@@ -187,6 +193,19 @@ class Settings:
     @property
     def MAX_ARGUMENTS_BYTES(self) -> int:
         return int(self._get("MAX_ARGUMENTS_BYTES"))
+
+    @property
+    def AUDIT(self) -> bool:
+        return bool(self._get("AUDIT"))
+
+    @property
+    def AUDIT_ARGUMENTS(self) -> bool:
+        return bool(self._get("AUDIT_ARGUMENTS"))
+
+    @property
+    def AUDIT_RETENTION_DAYS(self) -> int | None:
+        value = self._get("AUDIT_RETENTION_DAYS")
+        return None if value is None else int(value)
 
     @property
     def MAX_BODY_BYTES(self) -> int:

@@ -1,4 +1,4 @@
-"""Database tables of the app: sessions, stream events, delivery messages, and definitions as rows."""
+"""Database tables of the app: sessions, stream events, delivery messages, definitions as rows, audit."""
 
 from __future__ import annotations
 
@@ -8,9 +8,11 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.files.storage import Storage
 from django.db import models, router, transaction
+from django.utils import timezone
 from django.utils.text import capfirst
 
 from . import rows
@@ -239,6 +241,20 @@ class Definition(_Tracked):
         help_text="Rows list after code definitions, by this number, then by name.",
     )
     updated = models.DateTimeField(auto_now=True)
+    groups = models.ManyToManyField(
+        "auth.Group",
+        blank=True,
+        related_name="mcp_%(class)ss",
+        help_text="Members of any of these groups may see and use this; with no groups and no "
+        "permissions, everyone may. Superusers always may.",
+    )
+    permissions = models.ManyToManyField(
+        "auth.Permission",
+        blank=True,
+        related_name="mcp_%(class)ss",
+        help_text="Users holding any of these permissions (directly or through a group) may "
+        "see and use this too.",
+    )
 
     class Meta:
         abstract = True
@@ -666,3 +682,60 @@ class CatalogGeneration(models.Model):
 
     def __str__(self) -> str:
         return f"{self.server} @ {self.value}"
+
+
+# -- the audit trail ---------------------------------------------------------------------
+
+
+class ToolCall(models.Model):
+    """One finished tool call, resource read or prompt get, written by ``mcp_app.audit``."""
+
+    OUTCOMES = [
+        ("complete", "complete"),
+        ("error", "error (isError result)"),
+        ("input_required", "input required"),
+        ("failed", "failed (JSON-RPC error)"),
+    ]
+    ERAS = [("modern", "2026-07-28 (stateless)"), ("legacy", "initialize era (session)")]
+
+    # Named ``user``: a foreign key called ``caller`` would take the ``caller_id`` column.
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="mcp_tool_calls",
+        help_text="The authenticated caller; empty for anonymous callers and deleted users.",
+    )
+    caller_id = models.CharField(
+        "caller ID",
+        max_length=100,
+        help_text="user:<pk> or anonymous; kept when the user is deleted.",
+    )
+    server = models.CharField(max_length=100)
+    method = models.CharField(max_length=32)
+    name = models.CharField(max_length=512, help_text="The tool or prompt name, or the URI read.")
+    era = models.CharField(max_length=16, choices=ERAS)
+    duration_ms = models.FloatField("duration (ms)")
+    outcome = models.CharField(max_length=16, choices=OUTCOMES)
+    error = models.TextField(blank=True)
+    rounds = models.PositiveIntegerField(default=0, help_text="Rounds of input asked for.")
+    arguments = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="Kept only with MCP_APP['AUDIT_ARGUMENTS'] = True.",
+    )
+    created = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        verbose_name = "MCP tool call"
+        ordering = ["-created", "-id"]
+        indexes = [models.Index(fields=["server", "created"], name="mcp_app_toolcall_server")]
+
+    def __str__(self) -> str:
+        return f"{self.method} {self.name} by {self.caller_id} ({self.outcome})"
+
+
+# Access edits made without saving the row (``tool.groups.add(group)``, deleting a group)
+# change the catalog too.
+rows.connect_access_signals((Tool, Resource, ResourceTemplate, Prompt))

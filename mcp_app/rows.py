@@ -23,12 +23,15 @@ if TYPE_CHECKING:
     from django.db.backends.base.base import BaseDatabaseWrapper
     from django.template import Template
 
-    from .models import Prompt, Resource, ResourceTemplate, Tool
+    from .models import Definition, Prompt, Resource, ResourceTemplate, Tool
 
 __all__ = [
+    "RowAccess",
     "RowHandler",
+    "access",
     "code_keys",
     "compile_template",
+    "connect_access_signals",
     "generation",
     "get_handler",
     "handler_choices",
@@ -349,6 +352,84 @@ def _handler(row: Tool | ResourceTemplate, kind: str) -> RowHandler:
     return found
 
 
+# -- who may use a row ---------------------------------------------------------------------
+
+#: Where a user's group ids are kept for the rest of its request (as Django keeps _perm_cache).
+_GROUP_CACHE = "_mcp_app_group_ids"
+
+
+def _group_ids(user: Any) -> frozenset[int]:
+    cached: frozenset[int] | None = user.__dict__.get(_GROUP_CACHE)
+    if cached is None:
+        groups = getattr(user, "groups", None)
+        cached = (
+            frozenset(groups.values_list("id", flat=True)) if groups is not None else frozenset()
+        )
+        user.__dict__[_GROUP_CACHE] = cached
+    return cached
+
+
+@dataclass(frozen=True)
+class RowAccess:
+    """Who may use a row: members of any of its groups, holders of any of its permissions.
+
+    Called with the request's user, as a definition's ``permission`` callable is. Anonymous
+    and inactive users never may; active superusers always may.
+    """
+
+    groups: frozenset[int] = frozenset()
+    permissions: frozenset[str] = frozenset()
+
+    def __call__(self, user: Any) -> bool:
+        if user is None or not getattr(user, "is_authenticated", False):
+            return False
+        if not getattr(user, "is_active", True):
+            return False
+        if getattr(user, "is_superuser", False):
+            return True
+        if self.groups and not self.groups.isdisjoint(_group_ids(user)):
+            return True
+        # has_perm caches the user's permissions (its own and its groups') on the user.
+        return any(user.has_perm(codename) for codename in sorted(self.permissions))
+
+
+def access(row: Definition) -> RowAccess | None:
+    """The row's access rule, or ``None`` when it names no group and no permission (public).
+
+    Reads the row's groups and permissions (prefetched or not); an unsaved row has none.
+    """
+    if row.pk is None:
+        return None
+    groups = frozenset(group.pk for group in row.groups.all())
+    permissions = frozenset(
+        f"{permission.content_type.app_label}.{permission.codename}"
+        for permission in row.permissions.all()
+    )
+    if not groups and not permissions:
+        return None
+    return RowAccess(groups, permissions)
+
+
+def _allows(permission: Any, user: Any) -> bool:
+    """What ``SettingsEngine.permitted`` decides for a code definition's ``permission``."""
+    if permission is None:
+        return True
+    if callable(permission):
+        return bool(permission(user))
+    return bool(user is not None and user.has_perm(permission))
+
+
+@dataclass(frozen=True)
+class _Both:
+    """A code tool's own permission and a restyling row's access: the caller needs both."""
+
+    code: Any
+    row: RowAccess
+
+    def __call__(self, user: Any) -> bool:
+        return _allows(self.code, user) and self.row(user)
+
+
 def tool_def(row: Tool) -> ToolDef:
     """The tool a (non-restyling) tool row defines.
 
@@ -365,6 +446,7 @@ def tool_def(row: Tool) -> ToolDef:
         annotations=_or_none(row.annotations),
         icons=_or_none(row.icons),
         meta=_or_none(row.meta),
+        permission=access(row),
         source="row",
         config=row.config,
     )
@@ -372,9 +454,14 @@ def tool_def(row: Tool) -> ToolDef:
 
 @dataclass(frozen=True)
 class _Restyle:
-    """What a restyling row changes of a code tool: every attribute it sets."""
+    """What a restyling row changes of a code tool: every attribute it sets.
+
+    Its groups and permissions narrow who may use the tool: a caller then needs the code's
+    permission too, so staff editing rows can restrict a code tool but never open it wider.
+    """
 
     changes: Mapping[str, Any]
+    access: RowAccess | None = None
 
     @classmethod
     def of(cls, row: Tool) -> _Restyle:
@@ -387,10 +474,15 @@ class _Restyle:
             "icons": _or_none(row.icons),
             "meta": _or_none(row.meta),
         }
-        return cls({key: value for key, value in values.items() if value is not None})
+        changes = {key: value for key, value in values.items() if value is not None}
+        return cls(changes, access(row))
 
     def apply(self, tool: ToolDef) -> ToolDef:
-        return dataclasses.replace(tool, **self.changes)
+        changes = dict(self.changes)
+        if self.access is not None:
+            own = tool.permission
+            changes["permission"] = self.access if own is None else _Both(own, self.access)
+        return dataclasses.replace(tool, **changes)
 
 
 def restyled(tool: ToolDef, row: Tool) -> ToolDef:
@@ -438,6 +530,7 @@ def resource_def(row: Resource) -> ResourceDef:
         annotations=_or_none(row.annotations),
         icons=_or_none(row.icons),
         meta=_or_none(row.meta),
+        permission=access(row),
         source="row",
     )
 
@@ -469,6 +562,7 @@ def template_def(row: ResourceTemplate) -> TemplateDef:
         annotations=_or_none(row.annotations),
         icons=_or_none(row.icons),
         meta=_or_none(row.meta),
+        permission=access(row),
         source="row",
     )
 
@@ -541,6 +635,7 @@ def prompt_def(row: Prompt) -> PromptDef:
         arguments=arguments,
         icons=_or_none(row.icons),
         meta=_or_none(row.meta),
+        permission=access(row),
         source="row",
     )
 
@@ -587,6 +682,16 @@ def _build(row: Any, build: Callable[[Any], D], out: list[D]) -> None:
         logger.warning("%s row %r is left out of the catalog: %s", type(row).__name__, row, exc)
 
 
+def _access_prefetches() -> tuple[Prefetch[Any], Prefetch[Any]]:
+    """Each row's groups (ids only) and permissions (with their app labels), in two queries."""
+    from django.contrib.auth.models import Group, Permission
+
+    return (
+        Prefetch("groups", Group.objects.only("id")),
+        Prefetch("permissions", Permission.objects.select_related("content_type")),
+    )
+
+
 def _load(server: str, at: int, alias: str) -> _Rows:
     from .models import Prompt, PromptArgument, PromptMessage, Resource, ResourceTemplate, Tool
 
@@ -596,6 +701,7 @@ def _load(server: str, at: int, alias: str) -> _Rows:
         .filter(server=server)
         .filter(Q(enabled=True) | Q(overrides_code=True))
         .order_by("order", "name")
+        .prefetch_related(*_access_prefetches())
     )
     for tool in tools:
         if not tool.overrides_code:
@@ -605,11 +711,21 @@ def _load(server: str, at: int, alias: str) -> _Rows:
         else:
             loaded.hidden.add(tool.name)
     enabled = {"server": server, "enabled": True}
-    for resource in Resource.objects.using(alias).filter(**enabled).order_by("order", "name"):
+    resources = (
+        Resource.objects.using(alias)
+        .filter(**enabled)
+        .order_by("order", "name")
+        .prefetch_related(*_access_prefetches())
+    )
+    for resource in resources:
         _build(resource, resource_def, loaded.resources)
-    for template in (
-        ResourceTemplate.objects.using(alias).filter(**enabled).order_by("order", "name")
-    ):
+    templates = (
+        ResourceTemplate.objects.using(alias)
+        .filter(**enabled)
+        .order_by("order", "name")
+        .prefetch_related(*_access_prefetches())
+    )
+    for template in templates:
         _build(template, template_def, loaded.templates)
     prompts = (
         Prompt.objects.using(alias)
@@ -618,6 +734,7 @@ def _load(server: str, at: int, alias: str) -> _Rows:
         .prefetch_related(
             Prefetch("arguments", PromptArgument.objects.order_by("order", "id")),
             Prefetch("messages", PromptMessage.objects.order_by("order", "id")),
+            *_access_prefetches(),
         )
     )
     for prompt in prompts:
@@ -690,3 +807,109 @@ def code_keys(server_name: str, kind: str) -> frozenset[str]:
         "prompts": server._prompts,
     }
     return frozenset(registries[kind])
+
+
+# -- access edits that save no row -------------------------------------------------------
+
+_ACCESS_FIELDS = ("groups", "permissions")
+#: Where the servers a reverse ``clear()`` or a deletion is about to change are kept.
+_PENDING_SERVERS = "_mcp_app_access_servers"
+
+
+def _servers_of(model: type[Definition], field: str, value: Any, using: str) -> set[str]:
+    rows = model._default_manager.using(using).filter(**{field: value})
+    return set(rows.values_list("server", flat=True).distinct())
+
+
+def _access_changed(
+    sender: Any,
+    instance: Any,
+    action: str,
+    reverse: bool,
+    model: Any,
+    pk_set: set[Any] | None,
+    using: str,
+    field: str = "",
+    row_model: Any = None,
+    **kwargs: Any,
+) -> None:
+    """Touch the servers whose rows gained or lost a group or permission.
+
+    Forward (``tool.groups.add(g)``) the row names its server; reverse (``g.mcp_tools.add(t)``)
+    the rows are looked up, before a ``clear()`` since nothing names them after it. The touch
+    comes after the change, so no worker caches the old access under the new generation.
+    """
+    if not reverse:
+        if action in ("post_add", "post_remove", "post_clear"):
+            touch(instance.server, [row_model.KIND], using=using)
+        return
+    if action == "pre_clear":
+        found = _servers_of(row_model, field, instance, using)
+        instance.__dict__.setdefault(_PENDING_SERVERS, {})[sender] = found
+        return
+    if action in ("post_add", "post_remove") and pk_set:
+        servers_touched = _servers_of(row_model, "pk__in", pk_set, using)
+    elif action == "post_clear":
+        servers_touched = instance.__dict__.get(_PENDING_SERVERS, {}).pop(sender, set())
+    else:
+        return
+    for server in sorted(servers_touched):
+        touch(server, [row_model.KIND], using=using)
+
+
+def _receiver(row_model: type[Definition], field: str) -> Callable[..., None]:
+    def receiver(**kwargs: Any) -> None:
+        _access_changed(field=field, row_model=row_model, **kwargs)
+
+    return receiver
+
+
+def _before_access_delete(
+    sender: Any, instance: Any, using: str, row_models: Iterable[type[Definition]], **kwargs: Any
+) -> None:
+    # Deleting a group or permission removes it from rows without any m2m signal.
+    field = "groups" if sender._meta.label_lower == "auth.group" else "permissions"
+    found = {
+        (server, model.KIND)
+        for model in row_models
+        for server in _servers_of(model, field, instance, using)
+    }
+    instance.__dict__[_PENDING_SERVERS] = found
+
+
+def _after_access_delete(sender: Any, instance: Any, using: str, **kwargs: Any) -> None:
+    found: set[tuple[str, str]] = instance.__dict__.pop(_PENDING_SERVERS, set())
+    for server in sorted({server for server, _ in found}):
+        kinds = sorted({kind for name, kind in found if name == server})
+        touch(server, kinds, using=using)
+
+
+def connect_access_signals(row_models: Iterable[type[Definition]]) -> None:
+    """Touch the catalog when rows' groups or permissions change without a save (idempotent).
+
+    ``m2m_changed`` on each row model's ``groups`` and ``permissions``, in both directions,
+    and the deletion of a group or permission that rows name.
+    """
+    from django.db.models.signals import m2m_changed, post_delete, pre_delete
+
+    models_ = tuple(row_models)
+    for row_model in models_:
+        label = row_model._meta.label_lower
+        for name in _ACCESS_FIELDS:
+            m2m_changed.connect(
+                _receiver(row_model, name),
+                sender=getattr(row_model, name).through,
+                weak=False,  # a closure: nothing else holds it
+                dispatch_uid=f"mcp_app:{label}:{name}:m2m",
+            )
+
+    def before_delete(**kwargs: Any) -> None:
+        _before_access_delete(row_models=models_, **kwargs)
+
+    for sender in ("auth.Group", "auth.Permission"):
+        pre_delete.connect(
+            before_delete, sender=sender, weak=False, dispatch_uid=f"mcp_app:{sender}:pre"
+        )
+        post_delete.connect(
+            _after_access_delete, sender=sender, dispatch_uid=f"mcp_app:{sender}:post"
+        )

@@ -33,6 +33,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "rest_framework.authtoken",
     "mcp_app",
     "project.demo",
 ]
@@ -86,6 +87,11 @@ MCP_APP = {
     "DELIVERY_BACKEND": env("MCP_DELIVERY_BACKEND"),
     "DELIVERY_POLL_SECONDS": env("MCP_DELIVERY_POLL_SECONDS"),
     "REDIS_URL": env("REDIS_URL"),
+    # Unset: Django's middleware decides who calls; e.g. mcp_app.auth.BearerTokenAuthentication.
+    "AUTHENTICATION_CLASSES": env.list("MCP_AUTHENTICATION_CLASSES", default=None),
+    # E.g. rest_framework.permissions.IsAuthenticated.
+    "PERMISSION_CLASSES": env.list("MCP_PERMISSION_CLASSES", default=[]),
+    "THROTTLE_CLASSES": env.list("MCP_THROTTLE_CLASSES", default=[]),
 }
 
 LOGGING = {

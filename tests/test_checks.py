@@ -1,14 +1,17 @@
-"""Tests for mcp_app.checks: each settings error has its own stable ID."""
+"""Tests for mcp_app.checks: each settings problem has its own stable ID."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
 from django.core import checks
+from django.core.checks import CheckMessage
 from django.test import override_settings
+from rest_framework.throttling import ScopedRateThrottle, SimpleRateThrottle
 
-from mcp_app.checks import check_settings
+from mcp_app.checks import check_delivery, check_deployment, check_settings
 
 
 def ids(value: Any) -> list[str]:
@@ -77,3 +80,326 @@ def test_check_is_registered_with_django() -> None:
     with override_settings(MCP_APP={"VIEW": "bad"}):
         found = [m.id for m in checks.run_checks(tags=[checks.Tags.compatibility])]
     assert "mcp_app.E003" in found
+
+
+# -- E002 knows the audit settings ----------------------------------------------------------
+
+
+def test_the_audit_settings_are_known() -> None:
+    assert ids({"AUDIT": False, "AUDIT_ARGUMENTS": True, "AUDIT_RETENTION_DAYS": 90}) == []
+    assert ids({"AUDIT_RETENTION_DAYS": None}) == []
+
+
+# -- E006: DRF classes ----------------------------------------------------------------------
+
+
+class NoRate(SimpleRateThrottle):
+    scope = "nowhere"
+
+
+class ScopedWithRate(ScopedRateThrottle):
+    THROTTLE_RATES = {"mcp": "10/min"}
+
+
+class NotAPermission:
+    pass
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"AUTHENTICATION_CLASSES": None},
+        {"AUTHENTICATION_CLASSES": ["rest_framework.authentication.TokenAuthentication"]},
+        {"AUTHENTICATION_CLASSES": ("mcp_app.auth.BearerTokenAuthentication",)},
+        {"PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"]},
+        {"THROTTLE_CLASSES": [f"{__name__}.ScopedWithRate"]},
+    ],
+)
+def test_usable_drf_classes_pass(value: Any) -> None:
+    assert ids(value) == []
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        (
+            {"AUTHENTICATION_CLASSES": "rest_framework.authentication.TokenAuthentication"},
+            "None or a list",
+        ),
+        ({"PERMISSION_CLASSES": None}, "must be a list of dotted paths"),
+        ({"THROTTLE_CLASSES": [3]}, "must be a list of dotted paths"),
+        ({"AUTHENTICATION_CLASSES": ["rest_framework.authentication.Nope"]}, "does not import"),
+        ({"PERMISSION_CLASSES": ["no_such_module.Perm"]}, "does not import"),
+        ({"PERMISSION_CLASSES": [f"{__name__}.NotAPermission"]}, "no has_permission() method"),
+        ({"THROTTLE_CLASSES": [f"{__name__}.NoRate"]}, "ImproperlyConfigured"),
+        (
+            {"THROTTLE_CLASSES": ["rest_framework.throttling.ScopedRateThrottle"]},
+            "DEFAULT_THROTTLE_RATES']['mcp']",
+        ),
+    ],
+)
+def test_unusable_drf_classes_are_e006(value: Any, problem: str) -> None:
+    with override_settings(MCP_APP=value):
+        messages = check_settings()
+    assert [m.id for m in messages] == ["mcp_app.E006"]
+    assert problem in messages[0].msg
+
+
+def test_a_module_that_fails_while_importing_is_e006(monkeypatch: Any) -> None:
+    from django.utils import module_loading
+
+    def broken(path: str) -> Any:
+        raise RuntimeError("settings not ready")
+
+    monkeypatch.setattr(module_loading, "import_string", broken)
+    with override_settings(MCP_APP={"PERMISSION_CLASSES": ["shop.permissions.Broken"]}):
+        messages = check_settings()
+    assert [m.id for m in messages] == ["mcp_app.E006"]
+    assert "importing it raised RuntimeError: settings not ready" in messages[0].msg
+
+
+def test_each_bad_class_is_its_own_e006() -> None:
+    value = {"PERMISSION_CLASSES": ["a.B", "rest_framework.permissions.AllowAny", "c.D"]}
+    with override_settings(MCP_APP=value):
+        messages = check_settings()
+    assert [("'a.B'" in m.msg, "'c.D'" in m.msg) for m in messages] == [
+        (True, False),
+        (False, True),
+    ]
+
+
+# -- E007: pluggable components -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"VALIDATOR": "mcp_app.schema.JSONSchemaValidator"},
+        {"SESSION_STORE": "mcp_app.sessions.CacheSessionStore"},
+        {"DELIVERY_BACKEND": "mcp_app.delivery.database.DatabaseBackend"},
+        {"VALIDATOR": None},
+    ],
+)
+def test_usable_components_pass(value: Any) -> None:
+    assert ids(value) == []
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ({"VALIDATOR": "mcp_app.schema.Nope"}, "does not import"),
+        ({"VALIDATOR": "mcp_app.sessions.SessionStore"}, "is not a mcp_app.schema.Validator"),
+        ({"SESSION_STORE": "mcp_app.delivery.local.LocalBackend"}, "SessionStore subclass"),
+        ({"DELIVERY_BACKEND": "mcp_app.delivery.nope.Backend"}, "does not import"),
+        ({"DELIVERY_BACKEND": "mcp_app.sessions.CacheSessionStore"}, "Backend subclass"),
+        ({"DELIVERY_BACKEND": 3}, "must be a dotted path"),
+    ],
+)
+def test_unusable_components_are_e007(value: Any, problem: str) -> None:
+    with override_settings(MCP_APP=value):
+        messages = check_settings()
+    assert [m.id for m in messages] == ["mcp_app.E007"]
+    assert problem in messages[0].msg
+
+
+# -- E008: protected resource metadata -------------------------------------------------------
+
+
+def test_good_resource_metadata_passes() -> None:
+    metadata = {
+        "authorization_servers": ["https://auth.example.com/realms/x"],
+        "scopes_supported": ["mcp:read", "mcp:write"],
+        "resource_name": "Demo",
+    }
+    assert ids({"RESOURCE_METADATA": metadata}) == []
+    assert ids({"RESOURCE_METADATA": None}) == []
+
+
+@pytest.mark.parametrize(
+    ("metadata", "problem"),
+    [
+        (["https://auth.example.com"], "it must be a dict"),
+        ({"authorization_servers": "https://auth.example.com"}, "'authorization_servers'"),
+        ({"authorization_servers": ["auth.example.com"]}, "'authorization_servers'"),
+        ({"scopes_supported": ["read write"]}, "'scopes_supported'"),
+        ({"scopes_supported": ['say "hi"']}, "'scopes_supported'"),
+        ({"resource": "https://elsewhere.example/mcp"}, "'resource' is set from the request"),
+    ],
+)
+def test_malformed_resource_metadata_is_e008(metadata: Any, problem: str) -> None:
+    with override_settings(MCP_APP={"RESOURCE_METADATA": metadata}):
+        messages = check_settings()
+    assert [m.id for m in messages] == ["mcp_app.E008"]
+    assert problem in messages[0].msg
+
+
+# -- E009, E010: numbers and switches ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"MAX_BODY_BYTES": 0},
+        {"MAX_JSON_DEPTH": -1},
+        {"MAX_ARGUMENTS_BYTES": "big"},
+        {"INPUT_TIMEOUT_SECONDS": None},
+        {"SESSION_IDLE_SECONDS": True},
+        {"AUDIT_RETENTION_DAYS": 0},
+        {"AUDIT_RETENTION_DAYS": "30"},
+    ],
+)
+def test_numbers_that_are_not_positive_are_e009(value: Any) -> None:
+    assert ids(value) == ["mcp_app.E009"]
+
+
+def test_numbers_conf_reads_pass() -> None:
+    assert ids({"MAX_BODY_BYTES": "1000", "KEEPALIVE_SECONDS": 0.5, "MAX_JSON_DEPTH": 8}) == []
+
+
+@pytest.mark.parametrize("name", ["VALIDATE_INPUT", "ATOMIC", "AUDIT", "AUDIT_ARGUMENTS"])
+@pytest.mark.parametrize("value", ["false", 0, None])
+def test_switches_that_are_not_bools_are_e010(name: str, value: Any) -> None:
+    with override_settings(MCP_APP={name: value}):
+        messages = check_settings()
+    assert [m.id for m in messages] == ["mcp_app.E010"]
+    assert "counts as true" in messages[0].hint
+
+
+# -- deployment: W001-W004 -----------------------------------------------------------------
+
+
+def deploy_ids(**overrides: Any) -> list[str]:
+    with override_settings(**overrides):
+        return [message.id for message in check_deployment()]
+
+
+GOOD_KEY = "k3y-" + "".join(chr(ord("a") + i % 26) for i in range(60))
+ORIGINS = {"ALLOWED_ORIGINS": ["https://app.example.com"]}
+
+
+def test_the_deployment_checks_are_registered_as_deploy_checks() -> None:
+    assert check_deployment not in checks.registry.registry.get_checks()
+    assert check_deployment in checks.registry.registry.get_checks(include_deployment_checks=True)
+    with override_settings(SECRET_KEY="django-insecure-x", MCP_APP=ORIGINS):
+        found = [m.id for m in checks.run_checks(include_deployment_checks=True)]
+    assert "mcp_app.W001" in found
+
+
+def test_a_good_deployment_passes() -> None:
+    assert deploy_ids(SECRET_KEY=GOOD_KEY, MCP_APP=ORIGINS) == []
+
+
+@pytest.mark.parametrize(
+    ("key", "problem"),
+    [
+        ("django-insecure-" + "x" * 60, "Django's insecure development key"),
+        ("short-but-random-9f3a", "too short or too simple"),
+        ("a" * 80, "too short or too simple"),
+    ],
+)
+def test_an_insecure_secret_key_is_w001(key: str, problem: str) -> None:
+    with override_settings(SECRET_KEY=key, MCP_APP=ORIGINS):
+        messages = check_deployment()
+    assert [m.id for m in messages] == ["mcp_app.W001"]
+    assert messages[0].msg.startswith("The key that signs requestState (SECRET_KEY) is ")
+    assert problem in messages[0].msg
+    assert messages[0].level == checks.WARNING
+
+
+def test_a_missing_secret_key_is_w001() -> None:
+    with override_settings(SECRET_KEY="", MCP_APP=ORIGINS):
+        messages = check_deployment()
+    assert messages[0].msg == "The key that signs requestState (SECRET_KEY) is missing."
+
+
+def test_a_request_state_key_is_checked_instead_of_the_secret_key() -> None:
+    weak = {**ORIGINS, "REQUEST_STATE_KEY": "weak"}
+    with override_settings(SECRET_KEY=GOOD_KEY, MCP_APP=weak):
+        messages = check_deployment()
+    assert messages[0].msg.startswith("The key that signs requestState (REQUEST_STATE_KEY)")
+    strong = {**ORIGINS, "REQUEST_STATE_KEY": GOOD_KEY}
+    assert deploy_ids(SECRET_KEY="django-insecure-x", MCP_APP=strong) == []
+
+
+def test_no_allowed_origins_with_debug_off_is_w002() -> None:
+    assert deploy_ids(SECRET_KEY=GOOD_KEY, DEBUG=False, MCP_APP={}) == ["mcp_app.W002"]
+    assert deploy_ids(SECRET_KEY=GOOD_KEY, DEBUG=True, MCP_APP={}) == []
+
+
+def test_any_origin_is_w003() -> None:
+    assert deploy_ids(SECRET_KEY=GOOD_KEY, MCP_APP={"ALLOWED_ORIGINS": ["*"]}) == ["mcp_app.W003"]
+
+
+@pytest.mark.parametrize(
+    "origin", ["app.example.com", "https://app.example.com/", "https://app.example.com/mcp", 3]
+)
+def test_an_origin_that_can_never_match_is_w004(origin: Any) -> None:
+    value = {"ALLOWED_ORIGINS": ["https://ok.example", origin]}
+    with override_settings(SECRET_KEY=GOOD_KEY, MCP_APP=value):
+        messages = check_deployment()
+    assert [m.id for m in messages] == ["mcp_app.W004"]
+    assert repr(origin) in messages[0].msg
+
+
+def test_deployment_checks_leave_a_non_list_of_origins_to_e004() -> None:
+    assert deploy_ids(SECRET_KEY=GOOD_KEY, MCP_APP={"ALLOWED_ORIGINS": "x"}) == []
+
+
+# -- W005: the delivery backend --------------------------------------------------------------
+
+
+def delivery_ids(value: Any, databases: Any = ("default",)) -> list[CheckMessage]:
+    with override_settings(MCP_APP=value):
+        return check_delivery(databases=list(databases) if databases is not None else None)
+
+
+def test_the_delivery_check_connects_only_when_asked() -> None:
+    assert check_delivery in checks.registry.registry.get_checks()
+    assert checks.Tags.database in check_delivery.tags  # type: ignore[attr-defined]
+    unreachable = {
+        "DELIVERY_BACKEND": "mcp_app.delivery.redis.RedisBackend",
+        "REDIS_URL": "redis://127.0.0.1:1/0",
+    }
+    assert delivery_ids(unreachable, databases=None) == []
+
+
+def test_the_local_backend_needs_nothing() -> None:
+    assert delivery_ids({}) == []
+
+
+def test_an_unreachable_redis_is_w005_without_its_password() -> None:
+    value = {
+        "DELIVERY_BACKEND": "mcp_app.delivery.redis.RedisBackend",
+        "REDIS_URL": "redis://user:s3cret@127.0.0.1:1/0",
+    }
+    messages = delivery_ids(value)
+    assert [m.id for m in messages] == ["mcp_app.W005"]
+    assert "PING to redis://***@127.0.0.1:1/0 failed" in messages[0].msg
+    assert "s3cret" not in messages[0].msg
+
+
+def test_a_reachable_redis_passes() -> None:
+    url = os.environ.get("REDIS_URL")
+    if not url:
+        pytest.skip("REDIS_URL is not set (scripts/services.sh starts a Redis server)")
+    value = {"DELIVERY_BACKEND": "mcp_app.delivery.redis.RedisBackend", "REDIS_URL": url}
+    assert delivery_ids(value) == []
+
+
+@pytest.mark.django_db
+def test_the_database_backend_needs_its_table(monkeypatch: Any) -> None:
+    from mcp_app.models import DeliveryMessage
+
+    value = {"DELIVERY_BACKEND": "mcp_app.delivery.database.DatabaseBackend"}
+    assert delivery_ids(value) == []
+    assert delivery_ids(value, databases=["other"]) == []  # only named databases are touched
+    monkeypatch.setattr(DeliveryMessage._meta, "db_table", "mcp_app_missing")
+    messages = delivery_ids(value)
+    assert [m.id for m in messages] == ["mcp_app.W005"]
+    assert (
+        "table mcp_app_missing does not exist in database 'default'; run migrate" in messages[0].msg
+    )
+
+
+def test_a_backend_that_does_not_import_is_left_to_e007() -> None:
+    assert delivery_ids({"DELIVERY_BACKEND": "nowhere.Backend"}) == []

@@ -212,6 +212,10 @@ class LegacyEndpoint:
         session = sessions.store().get(session_id)
         if session is None or session.server != self.server.name:
             return None, error_reply(None, InvalidRequest("Session not found"), 404)
+        if session.caller != caller_id(incoming.user):
+            # A session belongs to the caller that began it: to anyone else who learnt its
+            # id (or to the same client logged out) it does not exist.
+            return None, error_reply(None, InvalidRequest("Session not found"), 404)
         return session, None
 
     def get(self, incoming: Incoming) -> Reply:

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from asgiref.sync import sync_to_async
-from django.core.exceptions import DisallowedHost
+from django.core.exceptions import DisallowedHost, RequestDataTooBig
 from django.db import close_old_connections
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
@@ -44,17 +44,50 @@ class Stream(Protocol):
     def notifications(self, channel: str, message: dict[str, Any]) -> list[Event]: ...
 
 
-def incoming(request: HttpRequest) -> Incoming | None:
-    """Read what the transport needs; ``None`` when the Host is not allowed."""
+def _body(request: HttpRequest) -> bytes:
+    """The POST body; one declared longer than ``MAX_BODY_BYTES`` is refused unread.
+
+    Raises:
+        RequestDataTooBig: the body is over ``MAX_BODY_BYTES`` or Django's
+            ``DATA_UPLOAD_MAX_MEMORY_SIZE``.
+    """
+    if request.method != "POST":
+        return b""
+    try:
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        declared = 0
+    if declared > conf.MAX_BODY_BYTES:
+        raise RequestDataTooBig("Request body over MAX_BODY_BYTES")
+    return request.body
+
+
+def too_large() -> Reply:
+    """413 with a JSON-RPC error naming the smaller of the two body limits."""
+    from django.conf import settings
+
+    limits = [conf.MAX_BODY_BYTES, settings.DATA_UPLOAD_MAX_MEMORY_SIZE]
+    limit = min(value for value in limits if value is not None)
+    error = jsonrpc.InvalidRequest(f"Request body over {limit} bytes")
+    return Reply(413, jsonrpc.error_response(None, error))
+
+
+def incoming(request: HttpRequest) -> Incoming | Reply | None:
+    """Read what the transport needs; ``None`` when the Host is not allowed, 413 when too large."""
     try:
         host = request.get_host()
     except DisallowedHost:
         return None
+    try:
+        body = _body(request)
+    except RequestDataTooBig:
+        # Django would answer an HTML 400 page; a client of this endpoint reads JSON-RPC.
+        return too_large()
     headers = {k.lower(): v for k, v in request.headers.items()}
     return Incoming(
         method=request.method or "GET",
         headers=headers,
-        body=request.body if request.method == "POST" else b"",
+        body=body,
         host=host,
         scheme=request.scheme or "http",
         user=getattr(request, "user", None),
@@ -84,8 +117,8 @@ def _prepare(server: Server, request: HttpRequest) -> Reply | None:
     close_old_connections()
     try:
         data = incoming(request)
-        if data is None:
-            return None
+        if data is None or isinstance(data, Reply):
+            return data
         return server.endpoint.handle(data)  # type: ignore[no-any-return]
     finally:
         close_old_connections()
@@ -235,6 +268,8 @@ def sync_view(server: Server) -> Callable[..., HttpResponseBase]:
         data = incoming(request)
         if data is None:
             return host_refused()
+        if isinstance(data, Reply):
+            return to_response(data)
         reply = server.endpoint.handle(data)
         if reply.listen is not None:
             return _stream_sync_listen(reply.listen)

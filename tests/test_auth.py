@@ -1,0 +1,787 @@
+"""Who may call the endpoint and use each definition, with real users, groups and DRF tokens."""
+
+# Needs rest_framework.authtoken in INSTALLED_APPS.
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractUser, Group, Permission
+from django.core.cache import cache
+from django.test import Client
+from django.urls import path, reverse
+from rest_framework import exceptions
+from rest_framework.authtoken.models import Token
+from rest_framework.permissions import BasePermission
+from rest_framework.throttling import ScopedRateThrottle, SimpleRateThrottle
+
+import mcp_app
+from mcp_app import Server, elicit, input_required
+from mcp_app.models import Prompt, PromptMessage, Resource, ResourceTemplate, Tool
+from mcp_app.rows import RowAccess
+from mcp_app.testing import MCPClient, MCPClientError
+from mcp_app.views import metadata_path
+from tests.conftest import modern_request
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.urls(__name__)]
+
+TOKEN = "rest_framework.authentication.TokenAuthentication"
+BEARER = "mcp_app.auth.BearerTokenAuthentication"
+SESSION = "rest_framework.authentication.SessionAuthentication"
+AUTHENTICATED = "rest_framework.permissions.IsAuthenticated"
+METADATA_URL = "http://testserver/.well-known/oauth-protected-resource"
+
+# -- servers of this module ----------------------------------------------------------------
+
+
+def in_staff(user: Any) -> bool:
+    return bool(user.groups.filter(name="staff").exists())
+
+
+guarded = Server("auth-guarded", cache_scope="public")
+
+
+@guarded.tool()
+def echo(arguments: dict[str, Any], context: Any) -> str:
+    """Public."""
+    return "echo"
+
+
+@guarded.tool(name="staff-tool", permission=in_staff)
+def staff_tool(arguments: dict[str, Any], context: Any) -> str:
+    return "for staff"
+
+
+@guarded.tool(name="perm-tool", permission="auth.view_group")
+def perm_tool(arguments: dict[str, Any], context: Any) -> str:
+    return "for holders of auth.view_group"
+
+
+@guarded.tool()
+def ask(arguments: dict[str, Any], context: Any) -> Any:
+    """Asks for a name, carrying state between rounds."""
+    answer = context.input_response("name")
+    if not isinstance(answer, dict):
+        form = {"type": "object", "properties": {"name": {"type": "string"}}}
+        return input_required({"name": elicit("Name?", form)}, state={"asked": True})
+    return f"Hello, {answer['content']['name']}"
+
+
+@guarded.resource("memo://open", name="open", mime_type="text/plain")
+def open_memo(context: Any) -> str:
+    return "open"
+
+
+@guarded.resource("memo://secret", name="secret", mime_type="text/plain", permission=in_staff)
+def secret_memo(context: Any) -> str:
+    return "secret"
+
+
+@guarded.resource_template(
+    "vault://{key}",
+    name="vault",
+    permission=in_staff,
+    complete={"key": lambda value, arguments, context: ["gold"]},
+)
+def vault(variables: dict[str, str], context: Any) -> str:
+    return f"vault {variables['key']}"
+
+
+@guarded.prompt(
+    name="briefing",
+    permission=in_staff,
+    arguments=[{"name": "topic", "required": True}],
+    complete={"topic": lambda value, arguments, context: ["budget"]},
+)
+def briefing(arguments: dict[str, str], context: Any) -> str:
+    return f"Brief me on {arguments['topic']}"
+
+
+opened = Server("auth-open", cache_scope="public", rows=False)
+
+
+@opened.tool()
+def ping(arguments: dict[str, Any], context: Any) -> str:
+    return "pong"
+
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("mcp", mcp_app.site.urls),
+    metadata_path(mcp_app.site, "mcp"),
+    path("guarded/mcp", guarded.urls),
+    metadata_path(guarded, "guarded/mcp"),
+    path("open/mcp", opened.urls),
+]
+
+# -- fixtures and helpers ------------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache() -> Iterator[None]:
+    # Throttles count in the default cache.
+    cache.clear()
+    yield
+    cache.clear()
+
+
+@pytest.fixture
+def mcp(settings: Any) -> Any:
+    """Set ``MCP_APP`` keys for one test, keeping the suite's ``VIEW``."""
+
+    def configure(**values: Any) -> None:
+        settings.MCP_APP = {**settings.MCP_APP, **values}
+
+    return configure
+
+
+@pytest.fixture
+def staff() -> Group:
+    return Group.objects.create(name="staff")
+
+
+def make_user(name: str, *groups: Group, **fields: Any) -> AbstractUser:
+    user: AbstractUser = get_user_model().objects.create_user(name, f"{name}@example.com", None)
+    for key, value in fields.items():
+        setattr(user, key, value)
+    user.save()
+    user.groups.add(*groups)
+    return user
+
+
+def token(user: Any, keyword: str = "Token") -> dict[str, str]:
+    key = Token.objects.create(user=user).key
+    return {"Authorization": f"{keyword} {key}"}
+
+
+def post(
+    method: str,
+    params: dict[str, Any] | None = None,
+    *,
+    path_: str = "/guarded/mcp",
+    headers: dict[str, str] | None = None,
+    client: Client | None = None,
+    capabilities: dict[str, Any] | None = None,
+) -> Any:
+    body, wire = modern_request(method, params, capabilities=capabilities)
+    return (client or Client()).post(
+        path_,
+        data=json.dumps(body),
+        content_type="application/json",
+        headers={**wire, **(headers or {})},
+    )
+
+
+def names(client: MCPClient, kind: str = "tools") -> list[str]:
+    listed = {
+        "tools": client.list_tools,
+        "resources": client.list_resources,
+        "templates": client.list_resource_templates,
+        "prompts": client.list_prompts,
+    }[kind]()
+    key = {"templates": "resourceTemplates"}.get(kind, kind)
+    return [item.get("name") for item in listed[key]]
+
+
+def error_of(call: Any) -> MCPClientError:
+    with pytest.raises(MCPClientError) as caught:
+        call()
+    return caught.value
+
+
+# -- authentication: 401 and its challenge -------------------------------------------------
+
+
+def test_without_a_token_the_answer_is_401_pointing_to_the_metadata(mcp: Any) -> None:
+    mcp(AUTHENTICATION_CLASSES=[TOKEN], PERMISSION_CLASSES=[AUTHENTICATED])
+    response = post("tools/list", path_="/mcp")
+    assert response.status_code == 401
+    assert response["WWW-Authenticate"] == f'Bearer resource_metadata="{METADATA_URL}/mcp"'
+    # No id: the request was refused before it was read.
+    assert response.json() == {
+        "jsonrpc": "2.0",
+        "error": {"code": -32600, "message": "Authentication credentials were not provided"},
+    }
+
+
+def test_a_bad_token_is_401_invalid_token(mcp: Any) -> None:
+    mcp(AUTHENTICATION_CLASSES=[TOKEN], PERMISSION_CLASSES=[AUTHENTICATED])
+    response = post("tools/list", headers={"Authorization": "Token not-a-real-key"})
+    assert response.status_code == 401
+    challenge = response["WWW-Authenticate"]
+    assert challenge.startswith('Bearer error="invalid_token", error_description="Invalid token."')
+    assert challenge.endswith(f'resource_metadata="{METADATA_URL}/guarded/mcp"')
+    assert response.json()["error"]["message"] == "Invalid token."
+
+
+def test_the_challenge_names_the_scopes(mcp: Any) -> None:
+    mcp(
+        AUTHENTICATION_CLASSES=[TOKEN],
+        PERMISSION_CLASSES=[AUTHENTICATED],
+        RESOURCE_METADATA={"scopes_supported": ["mcp:read", "mcp:write"]},
+    )
+    response = post("tools/list")
+    assert response["WWW-Authenticate"].endswith(', scope="mcp:read mcp:write"')
+
+
+def test_a_token_user_lists_and_calls(mcp: Any) -> None:
+    mcp(AUTHENTICATION_CLASSES=[TOKEN], PERMISSION_CLASSES=[AUTHENTICATED])
+    client = MCPClient(guarded, headers=token(make_user("ada")))
+    assert "echo" in names(client)
+    assert MCPClient.text(client.call_tool("echo")) == "echo"
+
+
+def test_bearer_tokens_are_drf_tokens_sent_as_mcp_clients_do(mcp: Any) -> None:
+    mcp(AUTHENTICATION_CLASSES=[BEARER], PERMISSION_CLASSES=[AUTHENTICATED])
+    ada = make_user("ada")
+    assert MCPClient.text(MCPClient(guarded, headers=token(ada, "Bearer")).call_tool("echo"))
+    # The same key under DRF's own keyword is not what this class reads.
+    key = Token.objects.get(user=ada).key
+    response = post("tools/list", headers={"Authorization": f"Token {key}"})
+    assert response.status_code == 401
+
+
+def test_the_initialize_era_is_refused_the_same_way(mcp: Any) -> None:
+    mcp(AUTHENTICATION_CLASSES=[TOKEN], PERMISSION_CLASSES=[AUTHENTICATED])
+    error = error_of(lambda: MCPClient(guarded, versions=["2025-11-25"]).list_tools())
+    assert (error.status, error.code) == (401, -32600)
+    with MCPClient(guarded, versions=["2025-11-25"], headers=token(make_user("ada"))) as client:
+        assert MCPClient.text(client.call_tool("echo")) == "echo"
+
+
+def test_without_authentication_classes_the_middleware_user_counts(mcp: Any) -> None:
+    mcp(PERMISSION_CLASSES=[AUTHENTICATED])
+    assert post("tools/list").status_code == 401
+    assert "echo" in names(MCPClient(guarded, user=make_user("ada")))
+
+
+def test_session_authentication_applies_unchanged(mcp: Any) -> None:
+    mcp(AUTHENTICATION_CLASSES=[SESSION], PERMISSION_CLASSES=[AUTHENTICATED])
+    assert "echo" in names(MCPClient(guarded, user=make_user("ada")))
+    # DRF checks CSRF for cookie sessions: a cross-site POST is a 403, never a server error.
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(make_user("alan"))
+    response = post("tools/list", client=browser)
+    assert response.status_code == 403
+    assert response.json()["error"]["message"].startswith("CSRF Failed")
+
+
+# -- permission classes: 403 ---------------------------------------------------------------
+
+
+class NeverForStaff(BasePermission):
+    message = "Staff may not use this endpoint"
+
+    def has_permission(self, request: Any, view: Any) -> bool:
+        assert view.server_name in ("auth-guarded", "default")
+        return not request.user.groups.filter(name="staff").exists()
+
+
+class Raises(BasePermission):
+    def has_permission(self, request: Any, view: Any) -> bool:
+        raising = request.META.get("HTTP_X_RAISE")
+        if raising == "auth":
+            raise exceptions.NotAuthenticated("Log in first")
+        if raising == "dict":
+            raise exceptions.PermissionDenied({"reason": "Not on Sundays"})
+        if raising == "list":
+            raise exceptions.ValidationError(["Say please", "Say thank you"])
+        raise exceptions.PermissionDenied("Not today")
+
+
+def test_a_refused_permission_is_403_with_its_message(mcp: Any, staff: Group) -> None:
+    mcp(
+        AUTHENTICATION_CLASSES=[TOKEN],
+        PERMISSION_CLASSES=[AUTHENTICATED, f"{__name__}.NeverForStaff"],
+    )
+    error = error_of(
+        lambda: MCPClient(guarded, headers=token(make_user("ada", staff))).list_tools()
+    )
+    assert (error.status, error.message) == (403, "Staff may not use this endpoint")
+    assert "echo" in names(MCPClient(guarded, headers=token(make_user("alan"))))
+
+
+def test_a_permission_that_raises_answers_as_drf_would(mcp: Any) -> None:
+    mcp(AUTHENTICATION_CLASSES=[TOKEN], PERMISSION_CLASSES=[f"{__name__}.Raises"])
+    denied = post("tools/list")
+    assert (denied.status_code, denied.json()["error"]["message"]) == (403, "Not today")
+    login = post("tools/list", headers={"X-Raise": "auth"})
+    assert login.status_code == 401
+    assert "resource_metadata=" in login["WWW-Authenticate"]
+    keyed = post("tools/list", headers={"X-Raise": "dict"})
+    assert (keyed.status_code, keyed.json()["error"]["message"]) == (403, "Not on Sundays")
+    listed = post("tools/list", headers={"X-Raise": "list"})
+    assert (listed.status_code, listed.json()["error"]["message"]) == (400, "Say please")
+
+
+# -- protected resource metadata (RFC 9728) ------------------------------------------------
+
+
+def test_the_metadata_document(mcp: Any) -> None:
+    mcp(
+        RESOURCE_METADATA={
+            "authorization_servers": ["https://auth.example.com"],
+            "scopes_supported": ["mcp"],
+            "resource_name": "Demo",
+        }
+    )
+    for url in (
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-protected-resource/mcp/",
+    ):
+        response = Client().get(url)
+        assert response.status_code == 200
+        assert response.json() == {
+            "resource": "http://testserver/mcp",
+            "authorization_servers": ["https://auth.example.com"],
+            "scopes_supported": ["mcp"],
+            "resource_name": "Demo",
+            "bearer_methods_supported": ["header"],
+        }
+        assert response["Access-Control-Allow-Origin"] == "*"
+    other = Client().get("/.well-known/oauth-protected-resource/guarded/mcp").json()
+    assert other["resource"] == "http://testserver/guarded/mcp"
+    assert (
+        reverse("auth-guarded-resource-metadata")
+        == "/.well-known/oauth-protected-resource/guarded/mcp"
+    )
+
+
+def test_the_challenge_url_serves_the_metadata(mcp: Any) -> None:
+    mcp(AUTHENTICATION_CLASSES=[TOKEN], PERMISSION_CLASSES=[AUTHENTICATED])
+    challenge = post("tools/list")["WWW-Authenticate"]
+    url = challenge.split('resource_metadata="', 1)[1].split('"', 1)[0]
+    document = Client().get(url.removeprefix("http://testserver")).json()
+    assert document["resource"] == "http://testserver/guarded/mcp"
+    assert document["authorization_servers"] == []
+
+
+def test_the_metadata_view_answers_preflight_and_refuses_writes() -> None:
+    url = "/.well-known/oauth-protected-resource/mcp"
+    preflight = Client().options(url)
+    assert preflight.status_code == 204
+    assert preflight["Access-Control-Allow-Methods"] == "GET, HEAD, OPTIONS"
+    refused = Client().post(url)
+    assert refused.status_code == 405
+    assert refused["Allow"] == "GET, HEAD, OPTIONS"
+
+
+def test_metadata_path_needs_a_route() -> None:
+    with pytest.raises(ValueError, match="route"):
+        metadata_path(guarded, "/")
+    assert metadata_path("billing", "/billing/mcp/").name == "billing-resource-metadata"
+
+
+# -- per-definition access in code -----------------------------------------------------------
+
+
+def test_lists_show_each_caller_what_it_may_use(mcp: Any, staff: Group) -> None:
+    mcp(AUTHENTICATION_CLASSES=[TOKEN])
+    holder = make_user("grace")
+    holder.user_permissions.add(Permission.objects.get(codename="view_group"))
+    anonymous = MCPClient(guarded)
+    member = MCPClient(guarded, headers=token(make_user("ada", staff)))
+    other = MCPClient(guarded, headers=token(holder))
+    assert names(anonymous) == ["echo", "ask"]
+    assert names(member) == ["echo", "staff-tool", "ask"]
+    assert names(other) == ["echo", "perm-tool", "ask"]
+    assert names(anonymous, "resources") == ["open"]
+    assert names(member, "resources") == ["open", "secret"]
+    assert names(anonymous, "templates") == names(anonymous, "prompts") == []
+    assert names(member, "templates") == ["vault"]
+    assert names(member, "prompts") == ["briefing"]
+
+
+def test_what_a_caller_may_not_use_answers_as_if_it_did_not_exist(mcp: Any, staff: Group) -> None:
+    mcp(AUTHENTICATION_CLASSES=[TOKEN])
+    client = MCPClient(guarded, headers=token(make_user("alan")))
+    hidden, missing = (
+        error_of(lambda: client.call_tool("staff-tool")),
+        error_of(lambda: client.call_tool("no-such-tool")),
+    )
+    assert (hidden.status, hidden.code) == (missing.status, missing.code)
+    assert hidden.message == "Unknown tool: staff-tool"
+    assert missing.message == "Unknown tool: no-such-tool"
+    for uri in ("memo://secret", "vault://gold"):
+        refused, absent = (
+            error_of(lambda u=uri: client.read_resource(u)),
+            error_of(lambda: client.read_resource("memo://absent")),
+        )
+        assert (refused.code, refused.message, refused.data) == (
+            absent.code,
+            absent.message,
+            {"uri": uri},
+        )
+    assert error_of(lambda: client.get_prompt("briefing", {"topic": "x"})).message == (
+        "Unknown prompt: briefing"
+    )
+    assert error_of(lambda: client.complete("briefing", "topic", "b")).message == (
+        "Unknown prompt: briefing"
+    )
+    assert error_of(lambda: client.complete("vault://{key}", "key", "g")).message == (
+        "Unknown resource template: vault://{key}"
+    )
+    member = MCPClient(guarded, headers=token(make_user("ada", staff)))
+    assert MCPClient.text(member.call_tool("staff-tool")) == "for staff"
+    assert MCPClient.text(member.read_resource("vault://gold")) == "vault gold"
+    assert member.complete("briefing", "topic", "b")["completion"]["values"] == ["budget"]
+
+
+def test_the_initialize_era_hides_the_same_definitions(mcp: Any, staff: Group) -> None:
+    mcp(AUTHENTICATION_CLASSES=[TOKEN])
+    with MCPClient(guarded, versions=["2025-06-18"], headers=token(make_user("alan"))) as client:
+        assert names(client) == ["echo", "ask"]
+        assert (
+            error_of(lambda: client.call_tool("staff-tool")).message == "Unknown tool: staff-tool"
+        )
+    with MCPClient(guarded, versions=["2025-06-18"], headers=token(make_user("ada", staff))) as c:
+        assert "staff-tool" in names(c)
+
+
+def test_cache_scope_is_private_when_lists_depend_on_the_caller() -> None:
+    for method in ("tools/list", "resources/list", "prompts/list", "server/discover"):
+        assert post(method).json()["result"]["cacheScope"] == "private"
+        assert post(method, path_="/open/mcp").json()["result"]["cacheScope"] == "public"
+
+
+# -- per-definition access for rows ------------------------------------------------------------
+
+
+def tool_row(name: str = "row-tool", server: str = "auth-guarded", **fields: Any) -> Tool:
+    return Tool.objects.create(
+        server=server, name=name, handler="template", config={"template": "row says hi"}, **fields
+    )
+
+
+def test_a_row_with_groups_is_for_their_members(mcp: Any, staff: Group) -> None:
+    mcp(AUTHENTICATION_CLASSES=[TOKEN])
+    tool_row().groups.add(staff)
+    member = MCPClient(guarded, headers=token(make_user("ada", staff)))
+    outsider = MCPClient(guarded, headers=token(make_user("alan")))
+    root = MCPClient(guarded, headers=token(make_user("root", is_superuser=True)))
+    assert "row-tool" in names(member) and "row-tool" in names(root)
+    assert "row-tool" not in names(outsider) and "row-tool" not in names(MCPClient(guarded))
+    assert MCPClient.text(member.call_tool("row-tool")) == "row says hi"
+    assert error_of(lambda: outsider.call_tool("row-tool")).message == "Unknown tool: row-tool"
+    assert post("tools/list").json()["result"]["cacheScope"] == "private"
+
+
+def test_a_row_with_permissions_is_for_their_holders(mcp: Any, staff: Group) -> None:
+    mcp(AUTHENTICATION_CLASSES=[TOKEN])
+    change_tool = Permission.objects.get(codename="change_tool")
+    tool_row().permissions.add(change_tool)
+    direct = make_user("ada")
+    direct.user_permissions.add(change_tool)
+    staff.permissions.add(change_tool)
+    for user in (direct, make_user("grace", staff)):
+        assert "row-tool" in names(MCPClient(guarded, headers=token(user)))
+    assert "row-tool" not in names(MCPClient(guarded, headers=token(make_user("alan"))))
+
+
+def test_rows_of_every_kind_take_access(mcp: Any, staff: Group) -> None:
+    mcp(AUTHENTICATION_CLASSES=[TOKEN])
+    server = "auth-guarded"
+    Resource.objects.create(server=server, uri="notes://row", name="row-note", text="t").groups.add(
+        staff
+    )
+    ResourceTemplate.objects.create(
+        server=server, uri_template="rows://{x}", name="row-template", text="{{ x }}"
+    ).groups.add(staff)
+    prompt = Prompt.objects.create(server=server, name="row-prompt")
+    PromptMessage.objects.create(prompt=prompt, text="hello")
+    prompt.groups.add(staff)
+    member = MCPClient(guarded, headers=token(make_user("ada", staff)))
+    outsider = MCPClient(guarded, headers=token(make_user("alan")))
+    for kind, name in (
+        ("resources", "row-note"),
+        ("templates", "row-template"),
+        ("prompts", "row-prompt"),
+    ):
+        assert name in names(member, kind)
+        assert name not in names(outsider, kind)
+    assert error_of(lambda: outsider.read_resource("rows://y")).message == "Resource not found"
+    assert MCPClient.text(member.read_resource("rows://y")) == "y"
+
+
+def test_a_row_with_no_groups_or_permissions_is_public() -> None:
+    tool_row()
+    assert "row-tool" in names(MCPClient(guarded))
+
+
+def test_inactive_and_anonymous_users_never_may() -> None:
+    rule = RowAccess(groups=frozenset({1}), permissions=frozenset({"auth.view_group"}))
+    root = make_user("root", is_superuser=True)
+    assert rule(root)
+    root.is_active = False
+    assert not rule(root)
+    assert not rule(None)
+    from django.contrib.auth.models import AnonymousUser
+
+    assert not rule(AnonymousUser())
+
+
+def test_orm_edits_of_access_reach_the_catalog_at_once(mcp: Any, staff: Group) -> None:
+    mcp(AUTHENTICATION_CLASSES=[TOKEN])
+    row = tool_row()
+    anonymous = MCPClient(guarded)
+    assert "row-tool" in names(anonymous)
+    row.groups.add(staff)  # no save(): the m2m signal moves the generation
+    assert "row-tool" not in names(anonymous)
+    row.groups.remove(staff)
+    assert "row-tool" in names(anonymous)
+    staff.mcp_tools.add(row)  # the reverse side
+    assert "row-tool" not in names(anonymous)
+    staff.mcp_tools.clear()
+    assert "row-tool" in names(anonymous)
+    row.permissions.set([Permission.objects.get(codename="change_tool")])
+    assert "row-tool" not in names(anonymous)
+    row.permissions.clear()
+    assert "row-tool" in names(anonymous)
+
+
+def test_deleting_a_rows_only_group_makes_it_public_everywhere(staff: Group) -> None:
+    tool_row().groups.add(staff)
+    anonymous = MCPClient(guarded)
+    assert "row-tool" not in names(anonymous)
+    staff.delete()  # no m2m signal: the deletion itself moves the generation
+    assert "row-tool" in names(anonymous)
+
+
+def test_a_restyling_row_narrows_a_code_tool_and_never_widens_it(mcp: Any, staff: Group) -> None:
+    mcp(AUTHENTICATION_CLASSES=[TOKEN])
+    Tool.objects.create(server="auth-guarded", name="echo", overrides_code=True).groups.add(staff)
+    member = MCPClient(guarded, headers=token(make_user("ada", staff)))
+    assert "echo" in names(member)
+    assert "echo" not in names(MCPClient(guarded, headers=token(make_user("alan"))))
+    # perm-tool needs auth.view_group in code; the row's group alone does not open it.
+    Tool.objects.create(server="auth-guarded", name="perm-tool", overrides_code=True).groups.add(
+        staff
+    )
+    assert "perm-tool" not in names(member)
+    both = make_user("grace", staff)
+    both.user_permissions.add(Permission.objects.get(codename="view_group"))
+    assert "perm-tool" in names(MCPClient(guarded, headers=token(both)))
+
+
+def test_access_is_edited_in_the_admin(staff: Group) -> None:
+    root = get_user_model().objects.create_superuser("admin", "admin@example.com", None)
+    browser = Client()
+    browser.force_login(root)
+    page = browser.get("/admin/mcp_app/tool/add/")
+    assert b'name="groups"' in page.content and b'name="permissions"' in page.content
+    data = {
+        "server": "auth-guarded",
+        "name": "admin-tool",
+        "title": "",
+        "description": "",
+        "icons": "",
+        "meta": "",
+        "enabled": "on",
+        "order": "0",
+        "handler": "template",
+        "config": json.dumps({"template": "hi"}),
+        "input_schema": "",
+        "output_schema": "",
+        "annotations": "",
+        "groups": [str(staff.pk)],
+    }
+    response = browser.post("/admin/mcp_app/tool/add/", data)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert list(Tool.objects.get(name="admin-tool").groups.all()) == [staff]
+    assert "admin-tool" not in names(MCPClient(guarded))
+    changelist = browser.get("/admin/mcp_app/tool/")
+    assert b"staff" in changelist.content
+
+
+# -- request state and sessions are the caller's ------------------------------------------------
+
+
+def test_a_request_state_is_bound_to_the_token_user(mcp: Any) -> None:
+    mcp(AUTHENTICATION_CLASSES=[TOKEN])
+    ada, alan = token(make_user("ada")), token(make_user("alan"))
+    elicits = {"elicitation": {}}
+    first = post("tools/call", {"name": "ask"}, headers=ada, capabilities=elicits).json()
+    assert first["result"]["resultType"] == "input_required"
+    retry = {
+        "name": "ask",
+        "requestState": first["result"]["requestState"],
+        "inputResponses": {"name": {"action": "accept", "content": {"name": "Ada"}}},
+    }
+    for stranger in (alan, {}):
+        refused = post("tools/call", retry, headers=stranger, capabilities=elicits).json()
+        assert refused["error"]["message"] == (
+            "Invalid requestState: it was issued to another caller"
+        )
+    done = post("tools/call", retry, headers=ada, capabilities=elicits).json()["result"]
+    assert done["content"][0]["text"] == "Hello, Ada"
+
+
+def test_a_session_is_its_callers_alone(mcp: Any) -> None:
+    mcp(AUTHENTICATION_CLASSES=[TOKEN])
+    ada, alan = token(make_user("ada")), token(make_user("alan"))
+    with MCPClient(guarded, versions=["2025-11-25"], headers=ada) as client:
+        client.list_tools()
+        session = client.session_id
+        assert session
+        for stranger in (alan, {}):
+            headers = {"Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"}
+            response = Client().post(
+                "/guarded/mcp",
+                data=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+                content_type="application/json",
+                headers={**headers, **stranger, "Accept": "application/json, text/event-stream"},
+            )
+            assert response.status_code == 404
+            assert response.json()["error"]["message"] == "Session not found"
+        assert names(client) == ["echo", "ask"]
+
+
+# -- throttling: 429 ---------------------------------------------------------------------------
+
+
+class TwoPerMinute(SimpleRateThrottle):
+    """Two requests a minute per user (or per address for anonymous callers)."""
+
+    rate = "2/min"
+
+    def get_cache_key(self, request: Any, view: Any) -> str:
+        ident = request.user.pk if request.user.is_authenticated else self.get_ident(request)
+        return f"tests-two-per-minute-{ident}"
+
+
+class ScopedOnePerMinute(ScopedRateThrottle):
+    THROTTLE_RATES = {"mcp": "1/min"}
+
+
+def test_over_the_rate_is_429_with_retry_after_and_a_json_rpc_error(mcp: Any) -> None:
+    mcp(AUTHENTICATION_CLASSES=[TOKEN], THROTTLE_CLASSES=[f"{__name__}.TwoPerMinute"])
+    ada, alan = token(make_user("ada")), token(make_user("alan"))
+    assert [post("tools/list", headers=ada).status_code for _ in range(2)] == [200, 200]
+    refused = post("tools/list", headers=ada)
+    assert refused.status_code == 429
+    assert 1 <= int(refused["Retry-After"]) <= 60
+    error = refused.json()["error"]
+    assert error["code"] == -32600 and error["message"].startswith("Too many requests; retry in ")
+    assert post("tools/list", headers=alan).status_code == 200  # a bucket per user
+
+
+def test_the_scoped_throttle_uses_the_mcp_scope(mcp: Any) -> None:
+    mcp(THROTTLE_CLASSES=[f"{__name__}.ScopedOnePerMinute"])
+    assert post("tools/list").status_code == 200
+    assert post("tools/list").status_code == 429
+
+
+def test_initialize_era_calls_are_throttled_too(mcp: Any) -> None:
+    mcp(THROTTLE_CLASSES=[f"{__name__}.ScopedOnePerMinute"])
+    error = error_of(lambda: MCPClient(guarded, versions=["2025-11-25"]).call_tool("echo"))
+    assert error.status == 429
+
+
+# -- limits -------------------------------------------------------------------------------------
+
+
+def raw(data: bytes | str, headers: dict[str, str] | None = None, **extra: Any) -> Any:
+    """POST ``data`` with the headers a ``tools/call`` of ``echo`` needs."""
+    wire = modern_request("tools/call", {"name": "echo"})[1]
+    return Client().post(
+        "/guarded/mcp",
+        data=data,
+        content_type="application/json",
+        headers={**wire, **(headers or {})},
+        **extra,
+    )
+
+
+def test_a_body_over_max_body_bytes_is_413(mcp: Any) -> None:
+    mcp(MAX_BODY_BYTES=2000)
+    body, _ = modern_request("tools/call", {"name": "echo", "arguments": {"pad": "x" * 3000}})
+    response = raw(json.dumps(body))
+    assert response.status_code == 413
+    assert response.json()["error"] == {"code": -32600, "message": "Request body over 2000 bytes"}
+
+
+def test_a_declared_length_over_max_body_bytes_is_413_unread(mcp: Any) -> None:
+    mcp(MAX_BODY_BYTES=2000)
+    response = raw("{}", CONTENT_LENGTH="999999999")
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == -32600
+
+
+def test_djangos_upload_limit_is_a_json_rpc_413_not_an_html_400(settings: Any) -> None:
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    body, _ = modern_request("tools/call", {"name": "echo", "arguments": {"pad": "x" * 2000}})
+    response = raw(json.dumps(body))
+    assert response.status_code == 413
+    assert response["Content-Type"] == "application/json"
+    assert response.json()["error"] == {"code": -32600, "message": "Request body over 1000 bytes"}
+
+
+def nested(depth: int) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def test_json_nested_too_deep_is_400(mcp: Any) -> None:
+    mcp(MAX_JSON_DEPTH=8)
+    body, _ = modern_request("tools/call", {"name": "echo", "arguments": {"x": nested(10)}})
+    response = raw(json.dumps(body))
+    assert response.status_code == 400
+    assert response.json()["error"]["message"] == "JSON nested deeper than 8 levels"
+    fine, _ = modern_request("tools/call", {"name": "echo", "arguments": {"x": nested(3)}})
+    assert raw(json.dumps(fine)).status_code == 200
+
+
+def test_json_deeper_than_the_parser_goes_is_400_not_500() -> None:
+    response = raw("[" * 200_000 + "]" * 200_000)
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == -32600
+
+
+def test_tool_arguments_over_max_arguments_bytes_are_413_invalid_params(mcp: Any) -> None:
+    mcp(MAX_ARGUMENTS_BYTES=100)
+    body, _ = modern_request(
+        "tools/call", {"name": "echo", "arguments": {"pad": "x" * 200}}, request_id=7
+    )
+    response = raw(json.dumps(body))
+    assert response.status_code == 413
+    assert response.json() == {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "error": {"code": -32602, "message": "Tool arguments over 100 bytes"},
+    }
+    small, _ = modern_request("tools/call", {"name": "echo", "arguments": {"pad": "x"}})
+    assert raw(json.dumps(small)).status_code == 200
+
+
+# -- origins and hosts -----------------------------------------------------------------------
+
+
+def test_origins_are_checked_before_credentials(mcp: Any) -> None:
+    mcp(
+        AUTHENTICATION_CLASSES=[TOKEN],
+        PERMISSION_CLASSES=[AUTHENTICATED],
+        ALLOWED_ORIGINS=["https://app.example.com"],
+    )
+    ada = token(make_user("ada"))
+    foreign = post("tools/list", headers={**ada, "Origin": "https://evil.example"})
+    assert foreign.status_code == 403
+    assert foreign.json()["error"]["message"] == "Origin not allowed"
+    listed = post("tools/list", headers={**ada, "Origin": "https://app.example.com"})
+    assert listed.status_code == 200
+    same = post("tools/list", headers={**ada, "Origin": "http://testserver"})
+    assert same.status_code == 200
+
+
+def test_a_host_outside_allowed_hosts_is_refused(settings: Any) -> None:
+    # CommonMiddleware refuses it first (400); without it, the endpoint answers JSON-RPC.
+    settings.MIDDLEWARE = [m for m in settings.MIDDLEWARE if not m.endswith("CommonMiddleware")]
+    response = post("tools/list", headers={"Host": "evil.example"})
+    assert response.status_code == 403
+    assert response.json()["error"]["message"] == "Host not allowed"
