@@ -9,7 +9,7 @@ CONFORMANCE = $(TOOLS)/conformance/node_modules/@modelcontextprotocol/conformanc
 CONFORMANCE_VERSION = 0.2.0-alpha.12
 PYTEST_ARGS ?=
 
-.PHONY: install run test unit lint typecheck conformance-tools services test-django6 clean
+.PHONY: install run test unit lint typecheck conformance-tools services test-django6 bench clean
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -81,6 +81,13 @@ test-django6:
 	mkdir -p $(TOOLS) && bash scripts/services.sh > $(TOOLS)/services.env
 	. ./$(TOOLS)/services.env && export REDIS_URL && \
 		.venv312/bin/python -m pytest -m "not e2e and not conformance" -q $(PYTEST_ARGS)
+
+# The side-by-side HTTP benchmark (docs/benchmarks.md); not part of `make test`.
+# Needs two cores; installs Debian's wrk if missing, and django-mcpz into .tools/bench-venv.
+BENCH_ARGS ?=
+bench: install
+	command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)
+	$(BIN)/python -m bench.run $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .venv312 $(TOOLS) results .coverage

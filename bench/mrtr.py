@@ -180,6 +180,10 @@ def main(argv: list[str] | None = None) -> int:
     import django
 
     django.setup()
+    from django.core.management import call_command
+
+    # The catalog reads its row generation on every call: the in-memory database needs tables.
+    call_command("migrate", verbosity=0, interactive=False)
     cases = build()
     samples = measure(cases, args.iterations, args.warmup)
     report(samples, args.iterations)
