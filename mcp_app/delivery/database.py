@@ -17,7 +17,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from ..conf import conf
-from .base import Backend, Sink, Unsubscribe
+from .base import Backend, Sink, SinkTable, Unsubscribe
 
 if TYPE_CHECKING:
     from ..models import DeliveryMessage
@@ -77,7 +77,7 @@ class _Poller:
     thread: threading.Thread | None = None
 
 
-class DatabaseBackend(Backend):
+class DatabaseBackend(SinkTable, Backend):
     """Delivers through the ``DeliveryMessage`` table: any Django database, no other service.
 
     ``publish`` inserts a row through a writer thread of this process, so it never touches the
@@ -94,9 +94,7 @@ class DatabaseBackend(Backend):
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._sinks: dict[str, dict[int, Sink]] = {}
-        self._next = 0
+        super().__init__()
         self._poller: _Poller | None = None
         self._jobs: queue.Queue[_Job | None] = queue.Queue()
         self._writer: threading.Thread | None = None
@@ -198,10 +196,7 @@ class DatabaseBackend(Backend):
         """
         names = list(dict.fromkeys(channels))
         with self._lock:
-            self._next += 1
-            token = self._next
-            for name in names:
-                self._sinks.setdefault(name, {})[token] = sink
+            token = self._add_sinks(names, sink)
             poller = self._poller
             if poller is None or poller.thread is None or not poller.thread.is_alive():
                 poller = self._start_poller()
@@ -211,12 +206,7 @@ class DatabaseBackend(Backend):
 
         def unsubscribe() -> None:
             with self._lock:
-                for name in names:
-                    bucket = self._sinks.get(name)
-                    if bucket is not None:
-                        bucket.pop(token, None)
-                        if not bucket:
-                            del self._sinks[name]
+                self._remove_sinks(names, token)
                 if not self._sinks and self._poller is not None:
                     self._stop_poller(self._poller)
 
@@ -317,11 +307,7 @@ class DatabaseBackend(Backend):
             if poller.stop.is_set():
                 return
             sinks = list(self._sinks.get(channel, {}).values())
-        for sink in sinks:
-            try:
-                sink(channel, message)
-            except Exception:  # one broken subscriber must not stop the others
-                logger.exception("delivery sink failed on %s", channel)
+        self._call(sinks, channel, message)
 
     # -- housekeeping -----------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from ..conf import conf
-from .base import Backend, Sink, Unsubscribe
+from .base import Backend, Sink, SinkTable, Unsubscribe
 
 logger = logging.getLogger("mcp_app")
 
@@ -41,7 +41,7 @@ class _Listener:
     thread: threading.Thread | None = None
 
 
-class RedisBackend(Backend):
+class RedisBackend(SinkTable, Backend):
     """Delivers through Redis pub/sub, across processes and machines.
 
     ``publish`` is one ``PUBLISH`` of the message as JSON. A listener thread, started by the
@@ -64,10 +64,8 @@ class RedisBackend(Backend):
         """``url`` and ``prefix`` default to ``REDIS_URL`` and ``REDIS_CHANNEL_PREFIX``."""
         self._url = url
         self._prefix_value = prefix
-        self._lock = threading.Lock()
+        super().__init__()
         self._changed = threading.Condition(self._lock)
-        self._sinks: dict[str, dict[int, Sink]] = {}
-        self._next = 0
         self._redis: redis.Redis | None = None
         self._listener: _Listener | None = None
         # Shown by CLIENT LIST, so an operator can tell whose connections these are.
@@ -119,10 +117,7 @@ class RedisBackend(Backend):
         """
         names = list(dict.fromkeys(channels))
         with self._lock:
-            self._next += 1
-            token = self._next
-            for name in names:
-                self._sinks.setdefault(name, {})[token] = sink
+            token = self._add_sinks(names, sink)
             listener = self._listener
             if listener is None or listener.thread is None or not listener.thread.is_alive():
                 listener = self._start_listener()
@@ -146,12 +141,7 @@ class RedisBackend(Backend):
             # The listener unsubscribes from Redis when it next wakes; until then it drops
             # the messages of channels nobody here wants.
             with self._lock:
-                for name in names:
-                    bucket = self._sinks.get(name)
-                    if bucket is not None:
-                        bucket.pop(token, None)
-                        if not bucket:
-                            del self._sinks[name]
+                self._remove_sinks(names, token)
 
         return unsubscribe
 
@@ -265,13 +255,7 @@ class RedisBackend(Backend):
         except (TypeError, ValueError):
             logger.warning("delivery: dropped a message on %s that is not JSON", name)
             return False
-        with self._lock:
-            sinks = list(self._sinks.get(name, {}).values())
-        for sink in sinks:
-            try:
-                sink(name, message)
-            except Exception:  # one broken subscriber must not stop the others
-                logger.exception("delivery sink failed on %s", name)
+        self._deliver(name, message)
         return False
 
     # -- housekeeping -----------------------------------------------------------------------
