@@ -277,6 +277,8 @@ GOOD_KEY = "k3y-" + "".join(chr(ord("a") + i % 26) for i in range(60))
 ORIGINS = {"ALLOWED_ORIGINS": ["https://app.example.com"]}
 
 
+# Django 6 runs checks that open a database connection as part of the full run.
+@pytest.mark.django_db
 def test_the_deployment_checks_are_registered_as_deploy_checks() -> None:
     assert check_deployment not in checks.registry.registry.get_checks()
     assert check_deployment in checks.registry.registry.get_checks(include_deployment_checks=True)
