@@ -17,15 +17,15 @@ product target is ``first(10,000) / first(100) <= 1.5``.
 
 from __future__ import annotations
 
-import argparse
 import gc
 import json
-import os
 import statistics
 import sys
 import time
 from collections.abc import Callable
 from typing import Any
+
+from bench.inprocess import setup
 
 TARGET_RATIO = 1.5
 MODERN = "2026-07-28"
@@ -133,21 +133,9 @@ def measure(
     return samples
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("-n", "--iterations", type=int, default=200)
-    parser.add_argument("-w", "--warmup", type=int, default=50)
-    args = parser.parse_args(argv)
-
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
+def main() -> int:
+    args = setup(__doc__, iterations=200, warmup=50)
     import mcp_app.signals  # noqa: F401  (the app's ready() imports it too)
-
-    call_command("migrate", verbosity=0, interactive=False)
 
     medians: dict[tuple[int, str], float] = {}
     print(f"tools/list in-process benchmark: page size 100, {args.iterations} runs each, medians")

@@ -17,15 +17,15 @@ the machine's speed falls on all of them alike. Medians are reported; the produc
 
 from __future__ import annotations
 
-import argparse
 import gc
 import json
-import os
 import statistics
 import sys
 import time
 from collections.abc import Callable
 from typing import Any
+
+from bench.inprocess import setup
 
 TARGET_RATIO = 1.2
 MODERN = "2026-07-28"
@@ -170,20 +170,8 @@ def report(samples: dict[str, list[int]], iterations: int) -> float:
     return ratio
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("-n", "--iterations", type=int, default=2000)
-    parser.add_argument("-w", "--warmup", type=int, default=200)
-    args = parser.parse_args(argv)
-
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    # The catalog reads its row generation on every call: the in-memory database needs tables.
-    call_command("migrate", verbosity=0, interactive=False)
+def main() -> int:
+    args = setup(__doc__, iterations=2000, warmup=200)
     cases = build()
     samples = measure(cases, args.iterations, args.warmup)
     report(samples, args.iterations)
