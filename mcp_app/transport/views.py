@@ -146,6 +146,14 @@ def _first_response(call: Call, kind: str, payload: Any) -> HttpResponseBase | N
     return None
 
 
+def _backlog(stream: Stream) -> list[Event]:
+    """A stream's stored events, read in a pool thread whose connection is let go of after."""
+    try:
+        return stream.backlog()
+    finally:
+        close_old_connections()
+
+
 class _CallRelay:
     """Turns what a call produces into the bytes of its event stream, sync or async alike."""
 
@@ -241,7 +249,7 @@ def _stream_async_listen(stream: Stream) -> HttpResponseBase:
         # Subscribing may wait on the backend (Redis, the database poller): not on the loop.
         relay = await sync_to_async(_ListenRelay, thread_sensitive=False)(stream)
         try:
-            chunks = relay.start(await sync_to_async(stream.backlog)())
+            chunks = relay.start(await sync_to_async(_backlog, thread_sensitive=False)(stream))
             while True:
                 for chunk in chunks:
                     yield chunk
@@ -307,6 +315,7 @@ def _stream_sync_listen(stream: Stream) -> HttpResponseBase:
     def body() -> Iterator[bytes]:
         relay = _ListenRelay(stream)
         try:
+            # The request's own thread: Django closes its connection when the request ends.
             chunks = relay.start(stream.backlog())
             while True:
                 yield from chunks
