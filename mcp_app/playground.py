@@ -36,6 +36,7 @@ from django.urls import NoReverseMatch, URLPattern, URLResolver, path, re_path, 
 
 from . import __version__
 from .protocol import versions
+from .protocol.modern import encode_header_value, header_text
 from .registry import Catalog, PromptDef, ResourceDef, TemplateDef, ToolDef
 from .server import Server, servers
 from .transport.http import Incoming
@@ -99,24 +100,6 @@ def get_urls(site: admin.AdminSite | None = None) -> list[URLPattern]:
 
 # -- calling the endpoint --------------------------------------------------------------------
 
-_PLAIN_HEADER = re.compile(r"[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?")
-_BASE64_SENTINEL = "=?base64?"
-
-
-def header_value(text: str) -> str:
-    """A header value as the wire wants it: visible ASCII as it is, anything else in base64."""
-    if text == "" or (_PLAIN_HEADER.fullmatch(text) and not text.startswith(_BASE64_SENTINEL)):
-        return text
-    return f"{_BASE64_SENTINEL}{base64.b64encode(text.encode()).decode()}?="
-
-
-def _header_text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
 
 @dataclass
 class Exchange:
@@ -169,7 +152,7 @@ def send(
         "content-type": "application/json",
         "mcp-protocol-version": versions.MODERN,
         "mcp-method": method,
-        "mcp-name": header_value(str(params.get(named, ""))),
+        "mcp-name": encode_header_value(str(params.get(named, ""))),
     }
     if method == "tools/call":
         # Arguments a tool marks with x-mcp-header travel in headers too, and must match.
@@ -178,7 +161,7 @@ def send(
         if tool is not None and isinstance(arguments, dict):
             for header, argument in tool.header_params.items():
                 if arguments.get(argument) is not None:
-                    headers[header] = header_value(_header_text(arguments[argument]))
+                    headers[header] = encode_header_value(header_text(arguments[argument]))
     incoming = Incoming(
         method="POST",
         headers=headers,

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 import codecs
 import contextlib
 import inspect
 import json
 import logging
 import queue
-import re
 import threading
 import time
 from collections import deque
@@ -36,6 +34,7 @@ from django.urls import NoReverseMatch, URLPattern, URLResolver, get_resolver, r
 from . import __version__
 from .input import INPUT_METHODS
 from .protocol import versions as revisions
+from .protocol.modern import encode_header_value, header_text
 from .server import Server, servers, site
 from .transport.listen import LISTS
 
@@ -60,8 +59,6 @@ ACCEPT = "application/json, text/event-stream"
 RESUME_ATTEMPTS = 5
 #: Seconds allowed beyond a bounded operation for the private event loop to hand back its result.
 PORTAL_MARGIN = 5.0
-BASE64_SENTINEL = "=?base64?"
-_PLAIN_HEADER = re.compile(r"[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?")
 
 
 class MCPClientError(Exception):
@@ -186,21 +183,6 @@ def _is_async_view(path: str) -> bool:
 
 
 # -- wire helpers --------------------------------------------------------------------------
-
-
-def header_value(value: str) -> str:
-    """A header value as the wire wants it: plain visible ASCII, else ``=?base64?…?=``."""
-    if value == "" or (_PLAIN_HEADER.fullmatch(value) and not value.startswith(BASE64_SENTINEL)):
-        return value
-    return f"{BASE64_SENTINEL}{base64.b64encode(value.encode()).decode()}?="
-
-
-def _header_text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def _merge(base: JSON, extra: Mapping[str, Any]) -> JSON:
@@ -906,17 +888,17 @@ class _Stateless(_Protocol):
         body_params["_meta"] = self._meta({**(params.get("_meta") or {}), **(meta or {})})
         headers = {
             "Accept": ACCEPT,
-            "MCP-Protocol-Version": header_value(self.version),
-            "Mcp-Method": header_value(method),
+            "MCP-Protocol-Version": encode_header_value(self.version),
+            "Mcp-Method": encode_header_value(method),
         }
         if method in NAMED_PARAMS:
-            headers["Mcp-Name"] = header_value(_header_text(params.get(NAMED_PARAMS[method])))
+            headers["Mcp-Name"] = encode_header_value(header_text(params.get(NAMED_PARAMS[method])))
         arguments = params.get("arguments")
         if isinstance(arguments, Mapping):
             for argument, name in param_headers.items():
                 value = arguments.get(argument)
                 if value is not None:
-                    headers[f"Mcp-Param-{name}"] = header_value(_header_text(value))
+                    headers[f"Mcp-Param-{name}"] = encode_header_value(header_text(value))
         body = {
             "jsonrpc": "2.0",
             "id": self.client._new_id(),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -69,6 +70,22 @@ def header_value(raw: str) -> str:
     if not _VISIBLE.fullmatch(value):
         raise HeaderMismatch("Header value has characters that must be base64-encoded")
     return value
+
+
+def encode_header_value(text: str) -> str:
+    """A header value as a client sends it: visible ASCII as it is, anything else in base64."""
+    if text == "" or (_VISIBLE.fullmatch(text) and not text.startswith("=?base64?")):
+        return text
+    return f"=?base64?{base64.b64encode(text.encode()).decode()}?="
+
+
+def header_text(value: Any) -> str:
+    """An argument's value as text for its ``Mcp-Param-*`` header."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def _same(header: str, value: Any) -> bool:

@@ -258,31 +258,14 @@ class Endpoint:
             req = modern.parse(message, incoming.headers, self.engine.knows, catalog.tool_map.get)
         except ProtocolError as exc:
             return error_reply(request_id, exc)
-        ctx = RequestContext(
-            method=req.method,
-            params=req.params,
-            protocol_version=req.version,
-            client_capabilities=req.capabilities,
-            client_info=req.client_info,
-            user=incoming.user,
-            request=incoming.request,
-            server=self.server,
-            log_level=req.log_level,
-            progress_token=req.progress_token,
-        )
+        ctx = self.context(req, incoming.user, incoming.request)
         if req.method == "server/discover":
             return Reply(200, jsonrpc.result_response(req.id, self.discover(catalog)))
         if req.method == "subscriptions/listen":
             try:
-                listen = Listen(
-                    self.server,
-                    req.id,
-                    req.params.get("notifications"),
-                    self.server.options.capabilities(catalog),
-                )
+                return Reply(200, listen=self.listen(req, catalog))
             except ProtocolError as exc:
                 return error_reply(req.id, exc)
-            return Reply(200, listen=listen)
 
         def run(ctx: RequestContext) -> tuple[int, JSON]:
             return self.modern_call(req, ctx, catalog)
@@ -291,6 +274,33 @@ class Endpoint:
             return Reply(200, call=Call(run, ctx, req.id))
         status, body = run(ctx)
         return Reply(status, body)
+
+    def context(
+        self, req: modern.ModernRequest, user: Any, request: Any = None, emit: Any = None
+    ) -> RequestContext:
+        """The context of a stateless request (any transport)."""
+        return RequestContext(
+            method=req.method,
+            params=req.params,
+            protocol_version=req.version,
+            client_capabilities=req.capabilities,
+            client_info=req.client_info,
+            user=user,
+            request=request,
+            server=self.server,
+            emit=emit,
+            log_level=req.log_level,
+            progress_token=req.progress_token,
+        )
+
+    def listen(self, req: modern.ModernRequest, catalog: Catalog) -> Listen:
+        """The stream a ``subscriptions/listen`` request opens.
+
+        Raises:
+            InvalidParams: the filter is malformed.
+        """
+        capabilities = self.server.options.capabilities(catalog)
+        return Listen(self.server, req.id, req.params.get("notifications"), capabilities)
 
     def discover(self, catalog: Catalog) -> JSON:
         options = self.server.options

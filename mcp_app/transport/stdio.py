@@ -17,7 +17,6 @@ from ..protocol.context import RequestContext
 from ..protocol.jsonrpc import InvalidParams, InvalidRequest, ParseError, ProtocolError
 from ..sessions import SessionData
 from .legacy import _error as legacy_error
-from .listen import Listen
 
 if TYPE_CHECKING:
     from ..server import Server
@@ -143,18 +142,7 @@ class StdioServer:
         if req.method == "subscriptions/listen":
             self.listen(req, catalog)
             return
-        ctx = RequestContext(
-            method=req.method,
-            params=req.params,
-            protocol_version=req.version,
-            client_capabilities=req.capabilities,
-            client_info=req.client_info,
-            user=self.user,
-            server=self.server,
-            emit=self.write,
-            log_level=req.log_level,
-            progress_token=req.progress_token,
-        )
+        ctx = self.endpoint.context(req, self.user, emit=self.write)
         self._calls[req.id] = ctx
 
         def run() -> None:
@@ -168,12 +156,7 @@ class StdioServer:
 
     def listen(self, req: modern.ModernRequest, catalog: Any) -> None:
         try:
-            listen = Listen(
-                self.server,
-                req.id,
-                req.params.get("notifications"),
-                self.server.options.capabilities(catalog),
-            )
+            listen = self.endpoint.listen(req, catalog)
         except ProtocolError as exc:
             self.write(jsonrpc.error_response(req.id, exc))
             return
