@@ -17,7 +17,6 @@ product target is ``first(10,000) / first(100) <= 1.5``.
 
 from __future__ import annotations
 
-import gc
 import json
 import statistics
 import sys
@@ -25,7 +24,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bench.inprocess import setup
+from bench.inprocess import measure, setup
 
 TARGET_RATIO = 1.5
 MODERN = "2026-07-28"
@@ -108,29 +107,6 @@ def build(count: int) -> dict[str, Callable[[], dict[str, Any]]]:
     if last()["result"]["tools"][-1]["name"] != f"row-{count - 1:05d}":
         raise SystemExit("the last page does not end with the last row")
     return {"first": first, "last": last}
-
-
-def measure(
-    cases: dict[str, Callable[[], Any]], iterations: int, warmup: int
-) -> dict[str, list[int]]:
-    names = list(cases)
-    for _ in range(warmup):
-        for name in names:
-            cases[name]()
-    samples: dict[str, list[int]] = {name: [] for name in names}
-    clock = time.perf_counter_ns
-    gc.collect()
-    gc.disable()
-    try:
-        for i in range(iterations):
-            shift = i % len(names)
-            for name in names[shift:] + names[:shift]:
-                start = clock()
-                cases[name]()
-                samples[name].append(clock() - start)
-    finally:
-        gc.enable()
-    return samples
 
 
 def main() -> int:

@@ -1,9 +1,13 @@
-"""What the in-process benchmarks share: their command line and a migrated test database."""
+"""What the in-process benchmarks share: the command line, a migrated database, the timing loop."""
 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
+import time
+from collections.abc import Callable
+from typing import Any
 
 
 def setup(doc: str | None, iterations: int, warmup: int) -> argparse.Namespace:
@@ -24,3 +28,33 @@ def setup(doc: str | None, iterations: int, warmup: int) -> argparse.Namespace:
 
     call_command("migrate", verbosity=0, interactive=False)
     return args
+
+
+def measure(
+    cases: dict[str, Callable[[], Any]], iterations: int, warmup: int
+) -> dict[str, list[int]]:
+    """Nanoseconds per call of each case, the cases taking turns in a rotating order.
+
+    The collector runs between iterations, never inside a timed call.
+    """
+    names = list(cases)
+    for _ in range(warmup):
+        for name in names:
+            cases[name]()
+    samples: dict[str, list[int]] = {name: [] for name in names}
+    clock = time.perf_counter_ns
+    gc.collect()
+    gc.disable()
+    try:
+        for i in range(iterations):
+            shift = i % len(names)
+            for name in names[shift:] + names[:shift]:
+                case = cases[name]
+                start = clock()
+                case()
+                samples[name].append(clock() - start)
+            if i % 256 == 255:
+                gc.collect()
+    finally:
+        gc.enable()
+    return samples

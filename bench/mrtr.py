@@ -17,15 +17,13 @@ the machine's speed falls on all of them alike. Medians are reported; the produc
 
 from __future__ import annotations
 
-import gc
 import json
 import statistics
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
-from bench.inprocess import setup
+from bench.inprocess import measure, setup
 
 TARGET_RATIO = 1.2
 MODERN = "2026-07-28"
@@ -113,32 +111,6 @@ def build() -> dict[str, Callable[[], dict[str, Any]]]:
         if "result" not in answer or not expected[name](answer):
             raise SystemExit(f"{name} answered unexpectedly: {answer}")
     return cases
-
-
-def measure(
-    cases: dict[str, Callable[[], dict[str, Any]]], iterations: int, warmup: int
-) -> dict[str, list[int]]:
-    names = list(cases)
-    for _ in range(warmup):
-        for name in names:
-            cases[name]()
-    samples: dict[str, list[int]] = {name: [] for name in names}
-    clock = time.perf_counter_ns
-    gc.collect()
-    gc.disable()
-    try:
-        for i in range(iterations):
-            shift = i % len(names)
-            for name in names[shift:] + names[:shift]:
-                case = cases[name]
-                start = clock()
-                case()
-                samples[name].append(clock() - start)
-            if i % 256 == 255:
-                gc.collect()
-    finally:
-        gc.enable()
-    return samples
 
 
 def report(samples: dict[str, list[int]], iterations: int) -> float:
