@@ -599,3 +599,112 @@ def test_format_problems_edge_cases():
     )
     with pytest.raises(ValueError, match="limit must be at least 1"):
         format_problems([Problem("", "x")], limit=0)
+
+
+# -- the quick check for simply typed object schemas -------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from mcp_app.schema import _quick_check  # noqa: E402
+
+_TYPES = ["string", "integer", "number", "boolean", "null", "object", "array"]
+_NAMES = st.sampled_from(["a", "b", "c", "d"])
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-5, 5)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.sampled_from([1.0, 2.0, -0.0])
+    | st.text(max_size=3),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(_NAMES, children, max_size=3),
+    max_leaves=6,
+)
+_PROPERTY = st.one_of(
+    st.just(True),
+    st.just({}),
+    st.builds(lambda t: {"type": t}, st.sampled_from(_TYPES)),
+    st.builds(
+        lambda ts: {"type": ts, "description": "x"},
+        st.lists(st.sampled_from(_TYPES), min_size=1, max_size=3, unique=True),
+    ),
+)
+_SIMPLE = st.fixed_dictionaries(
+    {
+        "type": st.just("object"),
+        "properties": st.dictionaries(_NAMES, _PROPERTY, min_size=1, max_size=4),
+    },
+    optional={
+        "$schema": st.sampled_from([DRAFT6, DRAFT7, DRAFT2019, DRAFT2020]),
+        "required": st.lists(_NAMES, min_size=1, max_size=3, unique=True),
+        "additionalProperties": st.booleans(),
+        "title": st.just("t"),
+    },
+)
+
+
+_SCALARS = st.sampled_from(
+    [None, True, False, 0, 1, -3, 1.0, 1.5, -0.0, "", "x", [], {}, [1], {"a": 1}]
+)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(schema=_SIMPLE, data=st.data())
+def test_the_quick_check_never_accepts_what_the_validator_refuses(
+    schema: dict[str, Any], data: st.DataObject
+) -> None:
+    import json
+
+    # Mostly objects over the schema's own property names, where the types matter.
+    names = [*sorted(schema.get("properties", {})), "z"]
+    instance = data.draw(
+        st.dictionaries(st.sampled_from(names), _SCALARS | _JSON, max_size=4) | _JSON
+    )
+
+    quick = _quick_check(json.dumps(schema, sort_keys=True))
+    assert quick is not None, schema
+    full = JSONSchemaValidator()._compiled(json.dumps(schema, sort_keys=True))
+    if quick(instance):
+        assert full.is_valid(instance), (schema, instance)
+    # And what the validator answers through the quick path is the validator's own answer.
+    assert [str(p) for p in JSONSchemaValidator().problems(schema, instance)] == [
+        str(p) for p in validate(schema, instance)
+    ]
+
+
+def test_the_quick_check_takes_the_usual_argument_object() -> None:
+    import json
+
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer", "description": "b"}},
+        "required": ["a", "b"],
+    }
+    quick = _quick_check(json.dumps(schema, sort_keys=True))
+    assert quick is not None
+    assert quick({"a": 1, "b": 2})
+    assert not quick({"a": 1})
+    assert not quick({"a": True, "b": 2})  # a boolean is never an integer
+    assert not quick({"a": 1.0, "b": 2})  # left to the validator: drafts differ on 1.0
+    assert validate(schema, {"a": 1.0, "b": 2}) == []  # 2020-12 takes it
+    assert validate({**schema, "$schema": DRAFT4}, {"a": 1.0, "b": 2}) != []
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "properties": {"a": {"type": "string", "format": "email"}}},
+        {"type": "object", "properties": {"a": {"type": "integer", "minimum": 0}}},
+        {"type": "object", "patternProperties": {"^x": {"type": "string"}}},
+        {"type": "object", "additionalProperties": {"type": "string"}},
+        {"type": "object", "properties": {"a": {"$ref": "#/$defs/a"}}, "$defs": {"a": {}}},
+        {"type": "object", "properties": {"a": {"type": "decimal"}}},
+        {"type": "object", "properties": {"a": False}},
+        {"type": "array"},
+        {"type": ["object", "null"]},
+    ],
+)
+def test_other_schemas_always_go_to_the_validator(schema: dict[str, Any]) -> None:
+    import json
+
+    assert _quick_check(json.dumps(schema, sort_keys=True)) is None
