@@ -69,6 +69,9 @@ DEFAULTS: dict[str, Any] = {
     "AUDIT_RETENTION_DAYS": 30,
     # Largest request body accepted, in bytes.
     "MAX_BODY_BYTES": 4 * 1024 * 1024,
+    # Longest a worker trusts what it read of the catalog's generation or of a session without
+    # reading it again, for changes no signal or delivery backend reports; 0: on every call.
+    "RECHECK_SECONDS": 1.0,
 }
 
 
@@ -104,6 +107,10 @@ class Settings:
     def REQUEST_STATE_KEY(self) -> str | None:
         value = self._get("REQUEST_STATE_KEY")
         return str(value) if value else None
+
+    @property
+    def RECHECK_SECONDS(self) -> float:
+        return float(self._get("RECHECK_SECONDS"))
 
     @property
     def ATOMIC(self) -> bool:

@@ -6,6 +6,7 @@ import dataclasses
 import functools
 import itertools
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connections, router, transaction
 from django.db.models import F, Prefetch, Q
 
+from .conf import conf
 from .exceptions import AlreadyRegistered, DefinitionError
 from .registry import KINDS, PromptArgument, PromptDef, ResourceDef, TemplateDef, ToolDef
 from .server import channel_name, servers
@@ -32,6 +34,7 @@ __all__ = [
     "code_keys",
     "compile_template",
     "connect_access_signals",
+    "forget_generations",
     "generation",
     "get_handler",
     "handler_choices",
@@ -209,6 +212,7 @@ class _Edits:
         def publish_row_edits() -> None:
             from .delivery import backend
 
+            _known.forget(self.server)
             delivery = backend()
             kinds = [kind for kind in KINDS if kind in self.kinds]
             delivery.publish(channel_name(self.server, "lists"), {"kinds": kinds})
@@ -276,6 +280,8 @@ def touch(
     changed = set(kinds)
     if not changed or not changed <= set(KINDS):
         raise ValueError(f"kinds must be among {KINDS}, got {sorted(changed)}")
+    # Now as well as at commit: a read in this transaction must not reuse what it knew.
+    _known.forget(server)
     alias = using or router.db_for_write(CatalogGeneration)
     connection = connections[alias]
     edits = _live_edits(connection, server) if connection.in_atomic_block else None
@@ -292,12 +298,82 @@ def touch(
         transaction.on_commit(edits.publish, using=alias, robust=True)
 
 
+class _Known:
+    """The committed generations this process has read, and how long each may be trusted.
+
+    A value is forgotten when this process edits the server's rows, when the delivery
+    backend carries another process's edit, and at the latest ``RECHECK_SECONDS``
+    after it was read: so a call that needs no database makes no query.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._values: dict[str, tuple[int, float]] = {}
+        # Bumped by every forget: a read that started before one must not store its value.
+        self._epoch = 0
+        self._watched: set[tuple[int, str]] = set()
+
+    def get(self, server: str) -> int | None:
+        known = self._values.get(server)
+        if known is None or known[1] <= time.monotonic():
+            return None
+        return known[0]
+
+    def epoch(self) -> int:
+        return self._epoch
+
+    def store(self, server: str, value: int, epoch: int, ttl: float) -> None:
+        with self._lock:
+            if epoch == self._epoch and ttl > 0:
+                self._values[server] = (value, time.monotonic() + ttl)
+
+    def forget(self, server: str | None = None) -> None:
+        with self._lock:
+            self._epoch += 1
+            if server is None:
+                self._values.clear()
+            else:
+                self._values.pop(server, None)
+
+    def watch(self, server: str) -> None:
+        """Forget ``server``'s value whenever another process announces an edit of its rows."""
+        from .delivery import backend
+        from .delivery.local import LocalBackend
+
+        delivery = backend()
+        key = (id(delivery), server)
+        if key in self._watched or isinstance(delivery, LocalBackend):
+            # The in-process backend carries only this process's edits, forgotten already.
+            return
+        with self._lock:
+            if key in self._watched:
+                return
+            self._watched.add(key)
+        delivery.subscribe(
+            [channel_name(server, "lists")], lambda channel, message: self.forget(server)
+        )
+
+
+_known = _Known()
+
+
+def forget_generations(server: str | None = None) -> None:
+    """Make the next call read ``server``'s generation (every server's by default) again.
+
+    For edits made where neither the signals nor the delivery backend see them, such as
+    another process writing without a shared backend, when waiting for
+    ``RECHECK_SECONDS`` is not wanted.
+    """
+    _known.forget(server)
+
+
 def generation(server_name: str) -> int:
     """The server's row generation: changes with every committed edit of its rows.
 
-    One indexed query; ``0`` before any edit. Inside a transaction that has edited the
-    server's rows, a unique negative number instead, so a catalog built from uncommitted rows
-    is never mistaken for the committed one, whether the transaction commits or not.
+    One indexed query when this process does not know it already (see ``_Known``); ``0``
+    before any edit. Inside a transaction that has edited the server's rows, a unique
+    negative number instead, so a catalog built from uncommitted rows is never mistaken for
+    the committed one, whether the transaction commits or not.
     """
     from .models import CatalogGeneration
 
@@ -307,10 +383,15 @@ def generation(server_name: str) -> int:
         edits = _live_edits(connection, server_name)
         if edits is not None:
             return -edits.version
+    known = _known.get(server_name)
+    if known is not None:
+        return known
+    _known.watch(server_name)
+    epoch = _known.epoch()
     rows = CatalogGeneration.objects.using(alias).filter(server=server_name)
-    for value in rows.values_list("value", flat=True)[:1]:
-        return value
-    return 0
+    value = next(iter(rows.values_list("value", flat=True)[:1]), 0)
+    _known.store(server_name, value, epoch, conf.RECHECK_SECONDS)
+    return value
 
 
 # -- building definitions from rows ------------------------------------------------------

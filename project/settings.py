@@ -16,6 +16,7 @@ env = environ.Env(
     MCP_VIEW=(str, "async"),
     MCP_DELIVERY_BACKEND=(str, "mcp_app.delivery.local.LocalBackend"),
     MCP_DELIVERY_POLL_SECONDS=(float, 0.5),
+    MCP_RECHECK_SECONDS=(float, 1.0),
     REDIS_URL=(str, "redis://127.0.0.1:6379/0"),
 )
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
@@ -86,6 +87,7 @@ MCP_APP = {
     "VIEW": env("MCP_VIEW"),
     "DELIVERY_BACKEND": env("MCP_DELIVERY_BACKEND"),
     "DELIVERY_POLL_SECONDS": env("MCP_DELIVERY_POLL_SECONDS"),
+    "RECHECK_SECONDS": env("MCP_RECHECK_SECONDS"),
     "REDIS_URL": env("REDIS_URL"),
     # Unset: Django's middleware decides who calls; e.g. mcp_app.auth.BearerTokenAuthentication.
     "AUTHENTICATION_CLASSES": env.list("MCP_AUTHENTICATION_CLASSES", default=None),

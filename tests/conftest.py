@@ -161,3 +161,19 @@ def sse_messages(response: Any) -> list[dict[str, Any]]:
     """The JSON-RPC messages of an event-stream response, in order."""
     text = stream_bytes(response).decode()
     return [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: {")]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_catalog_generations() -> Iterator[None]:
+    """Each test reads catalog generations and sessions afresh.
+
+    Tests empty and roll back tables without the signals a site's edits send, which a
+    running site's workers would only notice after ``RECHECK_SECONDS``.
+    """
+    from mcp_app import rows, sessions
+
+    rows.forget_generations()
+    sessions.forget_sessions()
+    yield
+    rows.forget_generations()
+    sessions.forget_sessions()

@@ -32,6 +32,12 @@ PUBLISH = (
     "import django; django.setup(); import mcp_app; from mcp_app.delivery import backend; "
     "backend().publish(mcp_app.site.channel('lists'), {'kinds': ['tools']})"
 )
+# A third process adding a tool as a row: the signal announces it through the backend.
+ADD_ROW = (
+    "import django; django.setup(); from mcp_app.models import Tool; "
+    "Tool.objects.create(server='default', name='added-elsewhere', handler='template', "
+    "config={'template': 'hello'})"
+)
 
 
 def redis_url() -> str:
@@ -49,7 +55,12 @@ class Workers:
 
     def __init__(self, tmp: Path, backend: str) -> None:
         # The variables project/settings.py reads to build MCP_APP.
-        self.env = {"MCP_DELIVERY_BACKEND": BACKENDS[backend]}
+        # Workers that would not read the catalog generation again for an hour: an edit
+        # made elsewhere reaches their catalog through the backend's message alone.
+        self.env = {
+            "MCP_DELIVERY_BACKEND": BACKENDS[backend],
+            "MCP_RECHECK_SECONDS": "3600",
+        }
         if backend == "redis":
             self.env["REDIS_URL"] = redis_url()
         self.tmp = tmp
@@ -60,8 +71,8 @@ class Workers:
             self.a.stop()
             raise
 
-    def publish(self) -> None:
-        """Publish a tools change from a separate Python process; returns once it exited."""
+    def publish(self, code: str = PUBLISH) -> None:
+        """Run ``code`` (by default: publish a tools change) in a separate Python process."""
         environment = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "project.settings",
@@ -70,7 +81,7 @@ class Workers:
             **self.env,
         }
         done = subprocess.run(
-            [sys.executable, "-c", PUBLISH],
+            [sys.executable, "-c", code],
             cwd=ROOT,
             env=environment,
             capture_output=True,
@@ -204,3 +215,45 @@ def test_a_change_published_by_a_third_process_reaches_both_workers(workers: Wor
         assert changed["params"]["_meta"] == {"io.modelcontextprotocol/subscriptionId": 1}
         session.until("notifications/tools/list_changed", within=POLL + 1)
         assert time.monotonic() - published < POLL + 1
+
+
+def tool_names(client: httpx.Client, url: str) -> list[str]:
+    body = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/list",
+        "params": {
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": MODERN,
+                "io.modelcontextprotocol/clientCapabilities": {},
+            }
+        },
+    }
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": "tools/list",
+    }
+    response = client.post(url, json=body, headers=headers)
+    assert response.status_code == 200, response.text
+    return [tool["name"] for tool in response.json()["result"]["tools"]]
+
+
+def test_a_row_added_by_another_process_is_in_both_workers_catalogs(workers: Workers) -> None:
+    timeout = httpx.Timeout(10.0, read=POLL + 2.0)
+    with ExitStack() as stack:
+        client = stack.enter_context(httpx.Client(timeout=timeout))
+        # Both workers have read (and now trust) the generation before the edit.
+        assert "added-elsewhere" not in tool_names(client, workers.a.url)
+        assert "added-elsewhere" not in tool_names(client, workers.b.url)
+        listen = open_listen(stack, client, workers.a.url)
+        session = open_session_stream(stack, client, workers.b.url)
+
+        workers.publish(ADD_ROW)
+
+        # The message that tells the clients also tells the catalogs: whoever reacts to
+        # the notification lists the new tool.
+        listen.until("notifications/tools/list_changed", within=POLL + 1)
+        assert "added-elsewhere" in tool_names(client, workers.a.url)
+        session.until("notifications/tools/list_changed", within=POLL + 1)
+        assert "added-elsewhere" in tool_names(client, workers.b.url)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -186,6 +187,122 @@ def test_uncommitted_edits_get_their_own_generations(server: Server) -> None:
     assert rows.generation("default") >= 0
 
 
+def test_a_known_generation_is_read_once() -> None:
+    with CaptureQueriesContext(connection) as queries:
+        first = rows.generation("known")
+        assert rows.generation("known") == first
+    assert len(queries) == 1
+
+
+def _bump_unseen(server: str) -> None:
+    """Edit the generation as another process without a shared backend would."""
+    from django.db.models import F
+
+    from mcp_app.models import CatalogGeneration
+
+    if not CatalogGeneration.objects.filter(server=server).update(value=F("value") + 1):
+        CatalogGeneration.objects.create(server=server, value=7)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_edit_no_one_announced_is_seen_after_the_recheck_interval(
+    settings: Any,
+) -> None:
+    settings.MCP_APP = {**settings.MCP_APP, "RECHECK_SECONDS": 0.3}
+    before = rows.generation("unseen")
+    _bump_unseen("unseen")
+    assert rows.generation("unseen") == before  # trusted for a while
+    time.sleep(0.35)
+    assert rows.generation("unseen") != before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_recheck_interval_of_zero_reads_every_time(settings: Any) -> None:
+    settings.MCP_APP = {**settings.MCP_APP, "RECHECK_SECONDS": 0}
+    before = rows.generation("unseen")
+    _bump_unseen("unseen")
+    assert rows.generation("unseen") != before
+    with CaptureQueriesContext(connection) as queries:
+        rows.generation("unseen")
+        rows.generation("unseen")
+    assert len(queries) == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_forget_generations_reads_again_at_once() -> None:
+    before = rows.generation("unseen")
+    _bump_unseen("unseen")
+    rows.forget_generations("unseen")
+    assert rows.generation("unseen") != before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_edit_in_this_process_is_seen_on_the_next_call(server: Server) -> None:
+    assert "fresh" not in server.catalog().tool_map
+    tool_row("fresh")
+    assert "fresh" in server.catalog().tool_map
+    Tool.objects.filter(name="fresh").delete()
+    assert "fresh" not in server.catalog().tool_map
+
+
+class _Relay:
+    """A backend carrying messages between "processes" of one test (not the local one)."""
+
+    def __init__(self) -> None:
+        from mcp_app.delivery.base import SinkTable
+
+        self.table = SinkTable()
+
+    def publish(self, channel: str, message: dict[str, Any]) -> None:
+        self.table._deliver(channel, message)
+
+    def subscribe(self, channels: Any, sink: Any) -> Any:
+        with self.table._lock:
+            token = self.table._add_sinks(list(channels), sink)
+
+        def unsubscribe() -> None:
+            with self.table._lock:
+                self.table._remove_sinks(list(channels), token)
+
+        return unsubscribe
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_message_from_another_process_makes_the_generation_read_again(
+    settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcp_app import delivery
+    from mcp_app.server import channel_name
+
+    relay = _Relay()
+    monkeypatch.setattr(delivery, "backend", lambda: relay)
+    settings.MCP_APP = {**settings.MCP_APP, "RECHECK_SECONDS": 3600}
+    before = rows.generation("elsewhere")
+    _bump_unseen("elsewhere")
+    assert rows.generation("elsewhere") == before
+    relay.publish(channel_name("elsewhere", "lists"), {"kinds": ["tools"]})
+    assert rows.generation("elsewhere") != before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_read_that_raced_an_edit_does_not_keep_its_value(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # An edit forgets the generation while a read is between its query and storing it.
+    real_store = rows._known.store
+
+    def store_after_an_edit(server: str, value: int, epoch: int, ttl: float) -> None:
+        rows.forget_generations(server)
+        real_store(server, value, epoch, ttl)
+
+    monkeypatch.setattr(rows._known, "store", store_after_an_edit)
+    rows.generation("raced")
+    monkeypatch.undo()
+    with CaptureQueriesContext(connection) as queries:
+        rows.generation("raced")
+    assert len(queries) == 1
+
+
 @pytest.mark.django_db(transaction=True)
 def test_rows_are_loaded_once_per_generation(server: Server) -> None:
     tool_row("one")
@@ -193,11 +310,12 @@ def test_rows_are_loaded_once_per_generation(server: Server) -> None:
     server.add_tool(code_handler, name="delta")  # code changes, rows do not
     with CaptureQueriesContext(connection) as queries:
         catalog = server.catalog()
-    assert len(queries) == 2  # the stamp's generation, and merge's own check of it
+    # The rows' generation is known since the first build: no row is read again.
+    assert len(queries) == 0
     assert [t.name for t in catalog.tools] == ["alpha", "beta", "gamma", "delta", "one"]
     with CaptureQueriesContext(connection) as queries:
         assert server.catalog() is catalog
-    assert len(queries) == 1
+    assert len(queries) == 0
 
 
 def test_touch_refuses_unknown_kinds() -> None:
