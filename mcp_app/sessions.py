@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import functools
 import secrets
-from dataclasses import asdict, dataclass, field
+import threading
+import time
+from dataclasses import asdict, dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
@@ -57,11 +59,105 @@ class SessionStore:
         return 0
 
 
+#: Where a change to a session (an update, its end) is announced to the other processes.
+CHANNEL = "mcp:sessions"
+
+
+def _copy(data: SessionData) -> SessionData:
+    return replace(data, subscriptions=list(data.subscriptions))
+
+
+class _Recent:
+    """The sessions this process served lately, so a busy session costs no query per call.
+
+    An entry is dropped when this process changes or ends the session, when the delivery
+    backend says another process did, and at the latest ``RECHECK_SECONDS`` after it was read.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        # id -> (data, trusted until, when its idle clock was last written; both monotonic)
+        self._entries: dict[str, tuple[SessionData, float, float]] = {}
+        self._epoch = 0
+        self._watching: set[int] = set()
+
+    def get(self, session_id: str) -> tuple[SessionData, float] | None:
+        """The session as last read and when its idle clock was written; ``None`` if stale."""
+        entry = self._entries.get(session_id)
+        if entry is None or entry[1] <= time.monotonic():
+            return None
+        return entry[0], entry[2]
+
+    def epoch(self) -> int:
+        return self._epoch
+
+    def store(self, data: SessionData, epoch: int, written: float) -> None:
+        ttl = conf.RECHECK_SECONDS
+        with self._lock:
+            if epoch == self._epoch and ttl > 0:
+                if len(self._entries) >= _RECENT_MAX:
+                    self._entries.clear()
+                self._entries[data.id] = (_copy(data), time.monotonic() + ttl, written)
+
+    def touched(self, session_id: str, written: float) -> None:
+        with self._lock:
+            entry = self._entries.get(session_id)
+            if entry is not None:
+                self._entries[session_id] = (entry[0], entry[1], written)
+
+    def forget(self, session_id: str | None = None) -> None:
+        with self._lock:
+            self._epoch += 1
+            if session_id is None:
+                self._entries.clear()
+            else:
+                self._entries.pop(session_id, None)
+
+    def changed(self, session_id: str) -> None:
+        """Forget the session here, and tell the other processes to."""
+        from .delivery import backend
+
+        self.forget(session_id)
+        backend().publish(CHANNEL, {"session": session_id})
+
+    def watch(self) -> None:
+        from .delivery import backend
+        from .delivery.local import LocalBackend
+
+        delivery = backend()
+        if id(delivery) in self._watching or isinstance(delivery, LocalBackend):
+            return
+        with self._lock:
+            if id(delivery) in self._watching:
+                return
+            self._watching.add(id(delivery))
+
+        def sink(channel: str, message: dict[str, Any]) -> None:
+            self.forget(str(message.get("session", "")))
+
+        delivery.subscribe([CHANNEL], sink)
+
+
+#: Sessions remembered at most; past it the memory starts again empty.
+_RECENT_MAX = 10_000
+_recent = _Recent()
+
+
+def forget_sessions() -> None:
+    """Make the next call of every session read it from its store again."""
+    _recent.forget()
+
+
 class DatabaseSessionStore(SessionStore):
     """Sessions as rows of ``mcp_app.Session``."""
 
     def _idle_cutoff(self) -> Any:
         return timezone.now() - timedelta(seconds=conf.SESSION_IDLE_SECONDS)
+
+    @staticmethod
+    def _touch_every() -> float:
+        # The idle clock needs no finer grain than a tenth of the idle time (within a minute).
+        return min(60.0, conf.SESSION_IDLE_SECONDS / 10)
 
     def create(self, data: SessionData) -> None:
         from .models import Session
@@ -71,14 +167,24 @@ class DatabaseSessionStore(SessionStore):
     def get(self, session_id: str) -> SessionData | None:
         from .models import Session
 
+        recent = _recent.get(session_id)
+        if recent is not None:
+            data, written = recent
+            if time.monotonic() - written > self._touch_every():
+                self._restart_clock(session_id)
+            return _copy(data)
+        _recent.watch()
+        epoch = _recent.epoch()
         now = timezone.now()
         row = Session.objects.filter(pk=session_id, last_seen__gte=self._idle_cutoff()).first()
         if row is None:
             return None
+        written = time.monotonic() - (now - row.last_seen).total_seconds()
         if (now - row.last_seen).total_seconds() > 1:
             # Restarting the idle clock at most once a second keeps busy sessions cheap.
             Session.objects.filter(pk=session_id).update(last_seen=now)
-        return SessionData(
+            written = time.monotonic()
+        data = SessionData(
             id=row.id,
             server=row.server,
             protocol_version=row.protocol_version,
@@ -89,17 +195,30 @@ class DatabaseSessionStore(SessionStore):
             caller=row.caller,
             initialized=row.initialized,
         )
+        _recent.store(data, epoch, written)
+        return _copy(data)
+
+    def _restart_clock(self, session_id: str) -> None:
+        from .models import Session
+
+        _recent.touched(session_id, time.monotonic())
+        if not Session.objects.filter(pk=session_id).update(last_seen=timezone.now()):
+            # Gone meanwhile (ended elsewhere, cleaned): the next call finds out.
+            _recent.forget(session_id)
 
     def update(self, session_id: str, **changes: Any) -> None:
         from .models import Session
 
         Session.objects.filter(pk=session_id).update(**changes)
+        _recent.changed(session_id)
 
     def end(self, session_id: str) -> bool:
         from .models import Session, StreamEvent
 
         StreamEvent.objects.filter(session_id=session_id).delete()
-        return Session.objects.filter(pk=session_id).delete()[0] > 0
+        ended = Session.objects.filter(pk=session_id).delete()[0] > 0
+        _recent.changed(session_id)
+        return ended
 
     def clean(self) -> int:
         from .models import Session, StreamEvent

@@ -179,6 +179,93 @@ def test_database_get_within_a_second_does_not_write() -> None:
     assert Session.objects.get().last_seen == seen
 
 
+def test_database_session_read_lately_costs_no_query() -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    store = DatabaseSessionStore()
+    store.create(make())
+    assert store.get(make().id) is not None
+    with CaptureQueriesContext(connection) as queries:
+        found = store.get(make().id)
+    assert found == make()
+    assert len(queries) == 0
+    # What a caller does to its copy is not what the next caller gets.
+    assert found is not None
+    found.subscriptions.append("x://y")
+    assert store.get(make().id) == make()
+
+
+def test_database_changes_made_here_are_seen_at_once() -> None:
+    store = DatabaseSessionStore()
+    store.create(make())
+    assert store.get(make().id) is not None
+    store.update(make().id, log_level="debug")
+    found = store.get(make().id)
+    assert found is not None and found.log_level == "debug"
+    assert store.end(make().id)
+    assert store.get(make().id) is None
+
+
+def test_database_an_unannounced_end_is_seen_after_the_recheck_interval(
+    settings: Any,
+) -> None:
+    import time
+
+    settings.MCP_APP = {**settings.MCP_APP, "RECHECK_SECONDS": 0.2}
+    store = DatabaseSessionStore()
+    store.create(make())
+    assert store.get(make().id) is not None
+    Session.objects.all().delete()  # as another process without a shared backend
+    assert store.get(make().id) is not None
+    time.sleep(0.25)
+    assert store.get(make().id) is None
+
+
+def test_database_an_end_announced_by_another_process_is_seen_at_once(
+    settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcp_app import delivery
+    from mcp_app.delivery.base import SinkTable
+
+    class Relay(SinkTable):
+        def publish(self, channel: str, message: dict[str, Any]) -> None:
+            self._deliver(channel, message)
+
+        def subscribe(self, channels: Any, sink: Any) -> Any:
+            with self._lock:
+                self._add_sinks(list(channels), sink)
+            return lambda: None
+
+    relay = Relay()
+    monkeypatch.setattr(delivery, "backend", lambda: relay)
+    settings.MCP_APP = {**settings.MCP_APP, "RECHECK_SECONDS": 3600}
+    store = DatabaseSessionStore()
+    store.create(make())
+    assert store.get(make().id) is not None
+    Session.objects.all().delete()
+    assert store.get(make().id) is not None
+    relay.publish(sessions.CHANNEL, {"session": make().id})
+    assert store.get(make().id) is None
+
+
+def test_database_a_busy_session_restarts_its_idle_clock_from_memory(
+    settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    settings.MCP_APP = {"SESSION_IDLE_SECONDS": 60, "RECHECK_SECONDS": 3600}
+    store = DatabaseSessionStore()
+    store.create(make())
+    assert store.get(make().id) is not None
+    age_row(make().id, 50)
+    # Read from memory, more than a tenth of the idle time after the clock was written.
+    real = time.monotonic
+    monkeypatch.setattr(sessions.time, "monotonic", lambda: real() + 7)
+    assert store.get(make().id) is not None
+    assert timezone.now() - Session.objects.get().last_seen < timedelta(seconds=5)
+
+
 def test_database_end_drops_the_sessions_events_only() -> None:
     store = DatabaseSessionStore()
     store.create(make("a" * 43))
