@@ -1,0 +1,100 @@
+"""Threads that run calls, kept for reuse, as many as the calls in flight need.
+
+A call may wait minutes for a client's answer (an elicitation, a sampling request), holding
+its thread. A bounded pool would make later requests, the answers among them, queue behind
+such calls; a new thread per call costs more than the call itself. So the pool grows when
+every thread is busy and lets a thread go after it has been idle for a while.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import queue
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+__all__ = ["Workers", "workers"]
+
+T = TypeVar("T")
+
+#: How long an idle thread waits for work before it ends.
+IDLE_SECONDS = 60.0
+
+
+class _Thread:
+    def __init__(self, pool: Workers) -> None:
+        self.pool = pool
+        self.tasks: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self.loop, name="mcp-call", daemon=True)
+        self.thread.start()
+
+    def loop(self) -> None:
+        task: Callable[[], None] | None = None
+        while True:
+            try:
+                task = self.tasks.get(timeout=IDLE_SECONDS)
+            except queue.Empty:
+                if self.pool._retire(self):
+                    return
+                continue
+            if task is None:
+                return
+            task()
+            del task
+            self.pool._idle(self)
+
+
+class Workers:
+    """Run functions on reused threads; never queues behind a busy thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._free: list[_Thread] = []
+        self.started = 0
+
+    def submit(self, function: Callable[..., T], *args: Any) -> Future[T]:
+        """Run ``function(*args)`` on a free thread (a new one if none is), in the caller's context."""
+        future: Future[T] = Future()
+        context = contextvars.copy_context()
+
+        def task() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                result = context.run(function, *args)
+            except BaseException as exc:
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+
+        with self._lock:
+            worker = self._free.pop() if self._free else None
+            if worker is None:
+                self.started += 1
+        if worker is None:
+            worker = _Thread(self)
+        worker.tasks.put(task)
+        return future
+
+    @property
+    def idle(self) -> int:
+        """Threads waiting for work."""
+        return len(self._free)
+
+    def _idle(self, worker: _Thread) -> None:
+        with self._lock:
+            self._free.append(worker)
+
+    def _retire(self, worker: _Thread) -> bool:
+        # Only a thread nobody can hand work to any more may end.
+        with self._lock:
+            if worker in self._free:
+                self._free.remove(worker)
+                return True
+            return False
+
+
+#: The process's pool.
+workers = Workers()

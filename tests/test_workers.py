@@ -1,0 +1,63 @@
+"""The call threads: reused when free, more when all are busy, ended when idle."""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+import time
+
+import pytest
+
+from mcp_app.transport import workers as module
+from mcp_app.transport.workers import Workers
+
+NAME: contextvars.ContextVar[str] = contextvars.ContextVar("name", default="none")
+
+
+def test_a_free_thread_is_reused() -> None:
+    pool = Workers()
+    threads = set()
+    for _ in range(20):
+        threads.add(pool.submit(threading.get_ident).result(5))
+        deadline = time.monotonic() + 5
+        while pool.idle == 0 and time.monotonic() < deadline:
+            time.sleep(0.001)
+    assert pool.started == 1
+    assert len(threads) == 1
+
+
+def test_busy_threads_never_make_a_call_wait() -> None:
+    pool = Workers()
+    release = threading.Event()
+    blocked = [pool.submit(release.wait, 10) for _ in range(5)]
+    # Every thread is taken; one more call still runs at once.
+    assert pool.submit(lambda: "ran").result(5) == "ran"
+    assert pool.started == 6
+    release.set()
+    assert all(f.result(5) for f in blocked)
+
+
+def test_results_exceptions_and_context_reach_the_caller() -> None:
+    pool = Workers()
+    assert pool.submit(sum, [1, 2, 3]).result(5) == 6
+    with pytest.raises(ZeroDivisionError):
+        pool.submit(lambda: 1 / 0).result(5)
+    token = NAME.set("caller")
+    try:
+        assert pool.submit(NAME.get).result(5) == "caller"
+    finally:
+        NAME.reset(token)
+
+
+def test_an_idle_thread_ends(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(module, "IDLE_SECONDS", 0.05)
+    pool = Workers()
+    ident = pool.submit(threading.get_ident).result(5)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(t.ident == ident for t in threading.enumerate()):
+        time.sleep(0.01)
+    assert not any(t.ident == ident for t in threading.enumerate())
+    assert pool.idle == 0
+    # The pool still serves, on a new thread.
+    assert pool.submit(lambda: 1).result(5) == 1
+    assert pool.started == 2
