@@ -208,9 +208,12 @@ class Endpoint:
             return error_reply(None, ParseError("Parse error: the body is not valid JSON"))
         except RecursionError:
             return error_reply(None, InvalidRequest("JSON nested too deeply"), 400)
-        if too_deep(message, conf.MAX_JSON_DEPTH):
+        depth_limit = conf.MAX_JSON_DEPTH
+        # Nesting needs an opening bracket per level, so a body with few can skip the walk.
+        body = incoming.body
+        if body.count(b"[") + body.count(b"{") > depth_limit and too_deep(message, depth_limit):
             return error_reply(
-                None, InvalidRequest(f"JSON nested deeper than {conf.MAX_JSON_DEPTH} levels"), 400
+                None, InvalidRequest(f"JSON nested deeper than {depth_limit} levels"), 400
             )
         if len(incoming.body) > conf.MAX_ARGUMENTS_BYTES and arguments_too_large(message):
             return error_reply(
