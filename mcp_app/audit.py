@@ -1,14 +1,23 @@
-"""The audit trail: one ``ToolCall`` row per tool call, resource read and prompt get."""
+"""The audit trail: one ``ToolCall`` row per tool call, resource read and prompt get.
+
+Rows are built in the request's thread and written in batches by a writer thread of the
+process, within ``AUDIT_FLUSH_SECONDS`` (``0`` writes each row in the request's thread).
+"""
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
+import os
+import threading
+import time
+from collections import deque
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from django.db import router, transaction
+from django.db import DataError, IntegrityError, connections, router, transaction
 from django.utils import timezone
 
 from .conf import conf
@@ -25,6 +34,12 @@ ARGUMENTS_MAX_BYTES = 64 * 1024
 ERROR_MAX_CHARS = 4000
 #: Rows deleted per statement by ``clean``, so no single delete holds locks for long.
 CLEAN_BATCH = 5000
+#: Shortest wait before a failed write is tried again, so ``AUDIT_FLUSH_SECONDS = 0`` (rows
+#: left over from before the setting changed) does not retry in a busy loop.
+MIN_RETRY_SECONDS = 1.0
+#: Longest the flush at interpreter exit waits for a write under way.
+EXIT_FLUSH_TIMEOUT = 10.0
+KEPT = "Could not write %d audit record(s); they are kept and tried again."
 
 
 def setting(name: str) -> Any:
@@ -49,7 +64,7 @@ class Record:
 
 
 def record(entry: Record) -> None:
-    """Write ``entry`` as a ``ToolCall`` row unless ``AUDIT`` is off.
+    """Audit ``entry`` unless ``AUDIT`` is off: queue its row, or write it if not deferred.
 
     Runs in the request's worker thread, after the handler's transaction ended. It never
     raises: a row that cannot be written is logged, and the call is answered all the same.
@@ -57,22 +72,35 @@ def record(entry: Record) -> None:
     if not setting("AUDIT"):
         return
     try:
-        write(entry)
+        if conf.AUDIT_FLUSH_SECONDS <= 0:
+            write(entry)
+        else:
+            _enqueue(_row(entry))
     except Exception:
         logger.exception("Could not write the audit record of %s %r", entry.method, entry.name)
 
 
 def write(entry: Record) -> ToolCall:
-    """Write ``entry`` in its own transaction (a savepoint inside an open one).
+    """Write ``entry`` at once, in its own transaction (a savepoint inside an open one).
 
     Raises:
         DatabaseError: the row could not be written.
     """
     from .models import ToolCall
 
+    row = _row(entry)
     alias = router.db_for_write(ToolCall)
-    row = ToolCall(
-        user=_stored_user(entry.user),
+    # A savepoint: a failed insert must not break a transaction the caller has open.
+    with transaction.atomic(using=alias):
+        row.save(using=alias)
+    return row
+
+
+def _row(entry: Record) -> ToolCall:
+    from .models import ToolCall
+
+    return ToolCall(
+        user_id=_stored_user_id(entry.user),
         caller_id=caller_id(entry.user)[:100],
         server=entry.server[:100],
         method=entry.method[:32],
@@ -83,21 +111,22 @@ def write(entry: Record) -> ToolCall:
         error=entry.error[:ERROR_MAX_CHARS],
         rounds=max(0, int(entry.rounds)),
         arguments=_kept_arguments(entry.arguments),
+        # The time of the call, however late the row is written.
+        created=timezone.now(),
     )
-    # A savepoint: a failed insert must not break a transaction the caller has open.
-    with transaction.atomic(using=alias):
-        row.save(using=alias)
-    return row
 
 
-def _stored_user(user: Any) -> Any:
-    """The user as a foreign key, if it is a row of the user model (not a JWT ``TokenUser``)."""
+def _stored_user_id(user: Any) -> Any:
+    """The user's key, if it is a row of the user model (not a JWT ``TokenUser``).
+
+    Only the key is kept: a queued row holds no user object, which the request may still change.
+    """
     from django.contrib.auth import get_user_model
 
     if not getattr(user, "is_authenticated", False):
         return None
     if isinstance(user, get_user_model()) and user.pk is not None:
-        return user
+        return user.pk
     return None
 
 
@@ -108,6 +137,227 @@ def _kept_arguments(arguments: Any) -> Any:
     if size > ARGUMENTS_MAX_BYTES:
         return {"$omitted": f"{size} bytes of arguments, over the audit limit"}
     return arguments
+
+
+# -- deferred writes ---------------------------------------------------------------------------
+
+
+class _Queued(NamedTuple):
+    seq: int
+    at: float  # time.monotonic() when queued
+    row: ToolCall
+
+
+class _Queue:
+    """The rows of this process waiting to be written, and the thread that writes them."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)
+        # Held by whoever writes (the thread or a flush()), so batches go out in order.
+        self.writing = threading.Lock()
+        self.rows: deque[_Queued] = deque()
+        self.seq = 0
+        self.in_flight = 0
+        self.dropped = 0
+        self.retry_at = 0.0
+        self.thread: threading.Thread | None = None
+
+
+_queue = _Queue()
+
+
+def _current() -> _Queue:
+    global _queue
+    if _queue.pid != os.getpid():
+        # A forked child: the parent's rows are the parent's to write, its thread is not here,
+        # and its locks may have been held by that thread at the fork.
+        _queue = _Queue()
+    return _queue
+
+
+os.register_at_fork(after_in_child=_current)
+
+
+def _enqueue(row: ToolCall) -> None:
+    queue = _current()
+    batch = conf.AUDIT_BATCH_SIZE
+    cap = conf.AUDIT_MAX_PENDING
+    with queue.lock:
+        queue.seq += 1
+        queue.rows.append(_Queued(queue.seq, time.monotonic(), row))
+        _cap(queue, cap)
+        if len(queue.rows) in (1, batch):
+            queue.changed.notify_all()
+        if queue.thread is None or not queue.thread.is_alive():
+            queue.thread = threading.Thread(
+                target=_run, args=(queue,), name="mcp-audit", daemon=True
+            )
+            queue.thread.start()
+
+
+def _cap(queue: _Queue, cap: int) -> None:
+    """Drop the oldest rows past ``cap`` (the lock is held): memory must not grow unbounded."""
+    over = len(queue.rows) - cap
+    for _ in range(over):
+        queue.rows.popleft()
+    queue.dropped += max(0, over)
+
+
+def pending() -> int:
+    """How many audit rows of this process are waiting to be written (or being written)."""
+    queue = _current()
+    with queue.lock:
+        return len(queue.rows) + queue.in_flight
+
+
+def flush(timeout: float | None = 10.0) -> bool:
+    """Write, in this thread, every row queued so far; whether they are all written now.
+
+    Waits up to ``timeout`` seconds (``None``: as long as it takes) for a write under way by
+    the writer thread. Inside an atomic block, the rows are written in its transaction. Rows
+    that could not be written are kept for the writer thread to retry.
+    """
+    queue = _current()
+    with queue.lock:
+        upto = queue.seq
+    if not queue.writing.acquire(timeout=-1 if timeout is None else timeout):
+        return False
+    try:
+        return _drain(queue, upto)
+    finally:
+        queue.writing.release()
+
+
+def _run(queue: _Queue) -> None:
+    """The writer thread: write the queue when its oldest row is due or a batch is full."""
+    while True:
+        with queue.lock:
+            while True:
+                now = time.monotonic()
+                if queue.rows:
+                    full = len(queue.rows) >= conf.AUDIT_BATCH_SIZE
+                    due = now if full else queue.rows[0].at + conf.AUDIT_FLUSH_SECONDS
+                    due = max(due, queue.retry_at)
+                    if due <= now:
+                        upto = queue.seq
+                        break
+                    queue.changed.wait(due - now)
+                else:
+                    queue.changed.wait()
+        try:
+            with queue.writing:
+                _drain(queue, upto)
+        except Exception:
+            logger.exception("The audit writer failed")
+            with queue.lock:
+                queue.retry_at = time.monotonic() + _retry_seconds()
+        finally:
+            # No connection is left open in this thread between writes.
+            connections.close_all()
+
+
+def _retry_seconds() -> float:
+    return max(conf.AUDIT_FLUSH_SECONDS, MIN_RETRY_SECONDS)
+
+
+def _drain(queue: _Queue, upto: int) -> bool:
+    """Write the queued rows up to ``upto`` in batches (``writing`` is held); whether all went."""
+    batch_size = conf.AUDIT_BATCH_SIZE
+    while True:
+        with queue.lock:
+            dropped, queue.dropped = queue.dropped, 0
+            batch: list[_Queued] = []
+            while queue.rows and queue.rows[0].seq <= upto and len(batch) < batch_size:
+                batch.append(queue.rows.popleft())
+            queue.in_flight = len(batch)
+        if dropped:
+            logger.error(
+                "Dropped the %d oldest audit record(s): more than AUDIT_MAX_PENDING (%d) were "
+                "waiting to be written.",
+                dropped,
+                conf.AUDIT_MAX_PENDING,
+            )
+        if not batch:
+            return True
+        try:
+            done = _write_batch([queued.row for queued in batch])
+        except Exception:
+            logger.exception(KEPT, len(batch))
+            done = 0
+        with queue.lock:
+            queue.in_flight = 0
+            if done == len(batch):
+                queue.retry_at = 0.0
+                continue
+            # Put back in front, in order, what is still to write.
+            queue.rows.extendleft(reversed(batch[done:]))
+            _cap(queue, conf.AUDIT_MAX_PENDING)
+            queue.retry_at = time.monotonic() + _retry_seconds()
+            queue.changed.notify_all()
+        return False
+
+
+#: Errors of a row that writing it again will not mend: the row is dropped, not retried.
+ROW_FAULTS = (IntegrityError, DataError, ValueError, TypeError)
+
+
+def _write_batch(rows: list[ToolCall]) -> int:
+    """Write ``rows`` in order; how many are written (or dropped) before a failure that may pass."""
+    from .models import ToolCall
+
+    alias = router.db_for_write(ToolCall)
+    try:
+        with transaction.atomic(using=alias):
+            ToolCall.objects.using(alias).bulk_create(rows)
+        return len(rows)
+    except Exception:
+        # One by one, a row that can never be written does not hold back the others (and a
+        # database that is down fails the first row as it failed the batch).
+        _unsaved(rows)
+    for done, row in enumerate(rows):
+        try:
+            _write_one(row, alias)
+        except ROW_FAULTS:
+            logger.exception("Could not write an audit record, dropped: %s", row)
+        except Exception:
+            _unsaved(rows[done:])
+            logger.exception(KEPT, len(rows) - done)
+            return done
+    return len(rows)
+
+
+def _write_one(row: ToolCall, alias: str) -> None:
+    """Insert ``row`` in a transaction of its own."""
+    try:
+        with transaction.atomic(using=alias):
+            row.save(using=alias, force_insert=True)
+    except IntegrityError:
+        if row.user_id is None:
+            raise
+        # The user was deleted since the call: keep the row as SET_NULL would have.
+        _unsaved([row])
+        row.user = None
+        with transaction.atomic(using=alias):
+            row.save(using=alias, force_insert=True)
+
+
+def _unsaved(rows: list[ToolCall]) -> None:
+    """Forget the ids a rolled-back insert gave ``rows``, so the next insert picks its own."""
+    for row in rows:
+        row.pk = None
+        row._state.adding = True
+        row._state.db = None
+
+
+@atexit.register
+def _flush_at_exit() -> None:
+    if pending():
+        flush(EXIT_FLUSH_TIMEOUT)
+
+
+# -- retention ---------------------------------------------------------------------------------
 
 
 def retention_days() -> int | None:

@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -36,6 +37,8 @@ NUMBERS = (
     "SSE_RETRY_MS",
     "DELIVERY_POLL_SECONDS",
     "DELIVERY_RETENTION_SECONDS",
+    "AUDIT_BATCH_SIZE",
+    "AUDIT_MAX_PENDING",
 )
 SWITCHES = ("VALIDATE_INPUT", "VALIDATE_OUTPUT", "ATOMIC", "AUDIT", "AUDIT_ARGUMENTS")
 #: What an Origin header holds: a scheme, a host and maybe a port, nothing after.
@@ -254,6 +257,22 @@ def _check_numbers(raw: dict[str, Any]) -> list[CheckMessage]:
                 Error(
                     "MCP_APP['AUDIT_RETENTION_DAYS'] must be a positive number of days, or "
                     "None to keep audit rows forever.",
+                    id="mcp_app.E009",
+                )
+            )
+    if "AUDIT_FLUSH_SECONDS" in raw:
+        # 0 is allowed: it writes each audit row in the request's thread.
+        seconds = raw["AUDIT_FLUSH_SECONDS"]
+        if (
+            isinstance(seconds, bool)
+            or not isinstance(seconds, int | float)
+            or not math.isfinite(seconds)
+            or seconds < 0
+        ):
+            errors.append(
+                Error(
+                    "MCP_APP['AUDIT_FLUSH_SECONDS'] must be a number of seconds, or 0 to write "
+                    "each audit row in the request's thread.",
                     id="mcp_app.E009",
                 )
             )

@@ -67,6 +67,13 @@ DEFAULTS: dict[str, Any] = {
     "AUDIT_ARGUMENTS": False,
     # Days mcp_audit_clean keeps audit rows; None keeps them for ever.
     "AUDIT_RETENTION_DAYS": 30,
+    # Seconds an audit row may wait before a background thread writes it (with the rows queued
+    # alongside it, in one transaction); 0 writes each row in the request's thread at once.
+    "AUDIT_FLUSH_SECONDS": 1.0,
+    # Queued audit rows that are written at once, without waiting for AUDIT_FLUSH_SECONDS.
+    "AUDIT_BATCH_SIZE": 500,
+    # Most audit rows a process keeps queued while they cannot be written; the oldest go first.
+    "AUDIT_MAX_PENDING": 100_000,
     # Largest request body accepted, in bytes.
     "MAX_BODY_BYTES": 4 * 1024 * 1024,
     # Longest a worker trusts what it read of the catalog's generation or of a session without
@@ -213,6 +220,18 @@ class Settings:
     def AUDIT_RETENTION_DAYS(self) -> int | None:
         value = self._get("AUDIT_RETENTION_DAYS")
         return None if value is None else int(value)
+
+    @property
+    def AUDIT_FLUSH_SECONDS(self) -> float:
+        return float(self._get("AUDIT_FLUSH_SECONDS"))
+
+    @property
+    def AUDIT_BATCH_SIZE(self) -> int:
+        return int(self._get("AUDIT_BATCH_SIZE"))
+
+    @property
+    def AUDIT_MAX_PENDING(self) -> int:
+        return int(self._get("AUDIT_MAX_PENDING"))
 
     @property
     def MAX_BODY_BYTES(self) -> int:

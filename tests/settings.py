@@ -57,4 +57,6 @@ DATABASES = {
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 USE_TZ = True
 STATIC_URL = "static/"
-MCP_APP: dict[str, object] = {"VIEW": os.environ.get("MCP_VIEW", "async")}
+# Audit rows are written in the request's thread: a writer thread on a connection of its own
+# would wait on the locks of each test's transaction (tests/test_audit.py tests it deferred).
+MCP_APP: dict[str, object] = {"VIEW": os.environ.get("MCP_VIEW", "async"), "AUDIT_FLUSH_SECONDS": 0}

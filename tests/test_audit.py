@@ -1,8 +1,16 @@
-"""The audit trail: a ``ToolCall`` row per call in both eras, its admin and its retention."""
+"""The audit trail: a ``ToolCall`` row per call in both eras, its writer, admin and retention."""
 
 from __future__ import annotations
 
 import logging
+import math
+import os
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from io import StringIO
 from typing import Any
@@ -13,13 +21,14 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from django.db import DatabaseError
-from django.test import Client
+from django.db import DatabaseError, connection, connections, router
+from django.test import Client, override_settings
 from django.urls import path
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
 from mcp_app import Server, audit, elicit, input_required, tool_error
+from mcp_app.checks import check_settings
 from mcp_app.models import ToolCall
 from mcp_app.testing import MCPClient, MCPClientError
 
@@ -81,15 +90,59 @@ def token_client(who: Any, **kwargs: Any) -> MCPClient:
     return MCPClient(audited, headers={"Authorization": f"Token {key}"}, **kwargs)
 
 
+@pytest.fixture(autouse=True)
+def empty_queue() -> Iterator[None]:
+    """No test sees the rows another left queued (the queue is the process's)."""
+    discard()
+    yield
+    discard()
+
+
+def discard() -> None:
+    queue = audit._current()
+    with queue.lock:
+        queue.rows.clear()
+        queue.dropped = 0
+        queue.retry_at = 0.0
+
+
+@pytest.fixture(params=["at once", "deferred"])
+def writes(request: pytest.FixtureRequest, mcp: Any) -> str:
+    """Rows written in the request's thread, or queued (and written by ``audit.flush()``)."""
+    if request.param == "deferred":
+        mcp(AUDIT_FLUSH_SECONDS=60)  # the writer thread never gets to them on its own
+    return str(request.param)
+
+
+both_ways = pytest.mark.usefixtures("writes")
+
+
+def rows() -> list[ToolCall]:
+    assert audit.flush()
+    return list(ToolCall.objects.order_by("id"))
+
+
 def only_row() -> ToolCall:
-    rows = list(ToolCall.objects.all())
-    assert len(rows) == 1, rows
-    return rows[0]
+    found = rows()
+    assert len(found) == 1, found
+    return found[0]
+
+
+def entry(name: str = "add", user: Any = None) -> audit.Record:
+    return audit.Record("audited", "tools/call", name, "modern", user, None, 1.0, "complete")
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
 
 
 # -- what is written ---------------------------------------------------------------------------
 
 
+@both_ways
 def test_a_call_by_a_token_user_is_one_row(mcp: Any) -> None:
     mcp(AUTHENTICATION_CLASSES=[TOKEN])
     ada = user()
@@ -103,13 +156,15 @@ def test_a_call_by_a_token_user_is_one_row(mcp: Any) -> None:
     assert str(row) == f"tools/call add by user:{ada.pk} (complete)"
 
 
+@both_ways
 def test_lists_are_not_audited() -> None:
     client = MCPClient(audited)
     client.list_tools()
     client.list_prompts()
-    assert not ToolCall.objects.exists()
+    assert rows() == []
 
 
+@both_ways
 def test_arguments_are_kept_only_when_asked(mcp: Any, monkeypatch: Any) -> None:
     MCPClient(audited).call_tool("add", {"numbers": [1]})
     assert only_row().arguments is None
@@ -123,6 +178,7 @@ def test_arguments_are_kept_only_when_asked(mcp: Any, monkeypatch: Any) -> None:
     assert only_row().arguments == {"$omitted": "25 bytes of arguments, over the audit limit"}
 
 
+@both_ways
 def test_outcomes_and_errors() -> None:
     client = MCPClient(audited)
     client.call_tool("refuse")
@@ -130,31 +186,34 @@ def test_outcomes_and_errors() -> None:
         client.call_tool("no-such-tool")
     with pytest.raises(MCPClientError):
         client.call_tool("greet")  # no elicitation capability: a JSON-RPC error
-    rows = {row.name: row for row in ToolCall.objects.all()}
-    assert (rows["refuse"].outcome, rows["refuse"].error) == ("error", "No, thank you")
-    assert rows["no-such-tool"].outcome == "failed"
-    assert rows["no-such-tool"].error == "Unknown tool: no-such-tool"
-    assert rows["greet"].outcome == "failed"
-    assert all(row.caller_id == "anonymous" and row.user is None for row in rows.values())
+    by_name = {row.name: row for row in rows()}
+    assert (by_name["refuse"].outcome, by_name["refuse"].error) == ("error", "No, thank you")
+    assert by_name["no-such-tool"].outcome == "failed"
+    assert by_name["no-such-tool"].error == "Unknown tool: no-such-tool"
+    assert by_name["greet"].outcome == "failed"
+    assert all(row.caller_id == "anonymous" and row.user is None for row in by_name.values())
 
 
+@both_ways
 def test_an_input_dialogue_is_a_row_per_round() -> None:
     MCPClient(audited, handlers=ANSWERS).call_tool("greet")
-    first, second = ToolCall.objects.order_by("id")
+    first, second = rows()
     assert (first.outcome, first.rounds) == ("input_required", 0)
     assert (second.outcome, second.rounds) == ("complete", 1)
 
 
+@both_ways
 def test_reads_and_prompts_are_audited_by_uri_and_name() -> None:
     client = MCPClient(audited)
     client.read_resource("memo://note")
     client.get_prompt("hello", {"who": "Ada"})
-    assert sorted(ToolCall.objects.values_list("method", "name")) == [
+    assert sorted((row.method, row.name) for row in rows()) == [
         ("prompts/get", "hello"),
         ("resources/read", "memo://note"),
     ]
 
 
+@both_ways
 def test_the_initialize_era_is_audited_with_its_rounds(mcp: Any) -> None:
     mcp(AUTHENTICATION_CLASSES=[TOKEN])
     ada = user()
@@ -164,16 +223,18 @@ def test_the_initialize_era_is_audited_with_its_rounds(mcp: Any) -> None:
     assert (row.era, row.outcome, row.rounds, row.user) == ("legacy", "complete", 1, ada)
 
 
+@both_ways
 def test_the_row_outlives_the_calls_rolled_back_transaction() -> None:
     MCPClient(audited).call_tool("refuse")
     assert not Group.objects.filter(name="made-by-a-failed-call").exists()
     assert only_row().outcome == "error"
 
 
+@both_ways
 def test_audit_off_writes_nothing(mcp: Any) -> None:
     mcp(AUDIT=False)
     MCPClient(audited).call_tool("add", {"numbers": [1]})
-    assert not ToolCall.objects.exists()
+    assert rows() == []
 
 
 def test_a_failed_write_is_logged_and_the_call_answered(
@@ -190,7 +251,9 @@ def test_a_failed_write_is_logged_and_the_call_answered(
     assert "disk full" in caplog.text
 
 
+@both_ways
 def test_a_deleted_user_leaves_its_caller_id(mcp: Any) -> None:
+    # Deferred, the user is gone before its row is written: the row is kept all the same.
     mcp(AUTHENTICATION_CLASSES=[TOKEN])
     ada = user()
     token_client(ada).call_tool("add", {"numbers": [1]})
@@ -207,6 +270,7 @@ class TokenUser:
     pk = 42
 
 
+@both_ways
 def test_a_user_that_is_not_a_row_is_kept_by_id_only() -> None:
     entry = audit.Record(
         server="s" * 300,
@@ -237,11 +301,13 @@ def staff_client() -> Client:
     return client
 
 
+@both_ways
 def test_the_admin_lists_and_filters_read_only(staff_client: Client, mcp: Any) -> None:
     mcp(AUDIT_ARGUMENTS=True)
     client = MCPClient(audited)
     client.call_tool("add", {"numbers": [1]})
     client.call_tool("refuse")
+    assert audit.flush()
     changelist = staff_client.get("/admin/mcp_app/toolcall/")
     assert changelist.status_code == 200
     for facet in ("server", "method", "outcome", "era", "created"):
@@ -312,3 +378,267 @@ def test_clean_deletes_in_batches(monkeypatch: Any) -> None:
     aged(1, count=2)
     assert audit.clean() == 5
     assert ToolCall.objects.count() == 2
+
+
+# -- the writer: rows queued in the request's thread, written in batches ----------------------
+
+
+@pytest.fixture
+def deferred(mcp: Any) -> Callable[..., None]:
+    """Queue rows, written after ``seconds`` or when ``batch`` are queued."""
+
+    def configure(seconds: float = 60, batch: int = 500, **values: Any) -> None:
+        mcp(AUDIT_FLUSH_SECONDS=seconds, AUDIT_BATCH_SIZE=batch, **values)
+
+    return configure
+
+
+def test_rows_are_written_by_flush_in_call_order_with_their_call_times(deferred: Any) -> None:
+    deferred()
+    called = []
+    for number in range(50):
+        before = timezone.now()
+        audit.record(entry(f"tool-{number}"))
+        called.append((before, timezone.now()))
+    time.sleep(0.05)
+    flushed = timezone.now()
+    assert ToolCall.objects.count() == 0
+    assert audit.pending() == 50
+    written = rows()
+    assert [row.name for row in written] == [f"tool-{number}" for number in range(50)]
+    for row, (before, after) in zip(written, called, strict=True):
+        assert before <= row.created <= after < flushed
+    assert audit.pending() == 0
+    assert audit.flush()  # nothing left: nothing written twice
+    assert ToolCall.objects.count() == 50
+
+
+def test_the_writer_waits_for_the_interval_when_the_batch_is_not_full(deferred: Any) -> None:
+    deferred(seconds=0.5)
+    start = time.monotonic()
+    for number in range(3):
+        audit.record(entry(f"tool-{number}"))
+    time.sleep(0.25)
+    assert ToolCall.objects.count() == 0
+    assert audit.pending() == 3
+    wait_until(lambda: audit.pending() == 0)
+    assert time.monotonic() - start >= 0.5
+    assert [row.name for row in rows()] == ["tool-0", "tool-1", "tool-2"]
+
+
+def test_a_full_batch_is_written_without_waiting_for_the_interval(deferred: Any) -> None:
+    deferred(seconds=60, batch=5)
+    for number in range(4):
+        audit.record(entry(f"tool-{number}"))
+    time.sleep(0.2)
+    assert audit.pending() == 4
+    audit.record(entry("tool-4"))
+    wait_until(lambda: audit.pending() == 0)
+    audit.record(entry("tool-5"))
+    time.sleep(0.1)
+    assert audit.pending() == 1
+    assert ToolCall.objects.count() == 5
+    assert [row.name for row in rows()] == [f"tool-{number}" for number in range(6)]
+
+
+def rename_table(old: str, new: str) -> None:
+    with connection.schema_editor() as editor:
+        editor.alter_db_table(ToolCall, old, new)
+
+
+def test_a_failed_write_keeps_the_rows_for_the_next_flush(
+    deferred: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    deferred()
+    table = ToolCall._meta.db_table
+    rename_table(table, "mcp_app_toolcall_away")
+    try:
+        for number in range(3):
+            audit.record(entry(f"tool-{number}"))
+        with caplog.at_level(logging.ERROR, logger="mcp_app"):
+            assert not audit.flush()
+        assert "Could not write 3 audit record(s); they are kept and tried again." in caplog.text
+        assert audit.pending() == 3
+        audit.record(entry("tool-3"))
+    finally:
+        rename_table("mcp_app_toolcall_away", table)
+    assert [row.name for row in rows()] == ["tool-0", "tool-1", "tool-2", "tool-3"]
+
+
+def test_the_writer_tries_a_failed_batch_again_on_its_next_tick(
+    deferred: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    deferred(seconds=0.1)
+    monkeypatch.setattr(audit, "MIN_RETRY_SECONDS", 0.3)
+    route = router.db_for_write
+    attempts: list[float] = []
+
+    def down_once(model: Any, **hints: Any) -> str:
+        if model is not ToolCall:
+            return str(route(model, **hints))
+        attempts.append(time.monotonic())
+        return "down" if len(attempts) == 1 else "default"  # "down" is no database at all
+
+    monkeypatch.setattr(router, "db_for_write", down_once)
+    with caplog.at_level(logging.ERROR, logger="mcp_app"):
+        audit.record(entry("tool-0"))
+        audit.record(entry("tool-1"))
+        wait_until(lambda: len(attempts) == 2 and audit.pending() == 0)
+    assert attempts[1] - attempts[0] >= 0.3
+    assert "Could not write 2 audit record(s); they are kept and tried again." in caplog.text
+    assert [row.name for row in rows()] == ["tool-0", "tool-1"]
+
+
+def test_a_row_that_cannot_be_written_is_dropped_alone(
+    deferred: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    deferred()
+    audit.record(entry("tool-0"))
+    # No row record() builds breaks a constraint: one made by hand does.
+    broken = ToolCall(
+        method="tools/call", name="broken", caller_id="anonymous", duration_ms=1.0, rounds=-1
+    )
+    audit._enqueue(broken)
+    audit.record(entry("tool-1"))
+    with caplog.at_level(logging.ERROR, logger="mcp_app"):
+        assert audit.flush()
+    assert [row.name for row in ToolCall.objects.order_by("id")] == ["tool-0", "tool-1"]
+    assert "Could not write an audit record, dropped: tools/call broken by anonymous" in caplog.text
+
+
+def test_a_row_whose_user_is_gone_does_not_hold_back_the_others(deferred: Any) -> None:
+    deferred()
+    ada, bob = user("ada"), user("bob")
+    audit.record(entry("tool-0", user=ada))
+    audit.record(entry("tool-1", user=bob))
+    audit.record(entry("tool-2", user=ada))
+    gone = ada.pk
+    ada.delete()
+    written = rows()
+    assert [(row.name, row.user, row.caller_id) for row in written] == [
+        ("tool-0", None, f"user:{gone}"),
+        ("tool-1", bob, f"user:{bob.pk}"),
+        ("tool-2", None, f"user:{gone}"),
+    ]
+
+
+def test_past_the_pending_cap_the_oldest_rows_are_dropped_and_logged(
+    deferred: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    deferred(AUDIT_MAX_PENDING=3)
+    for number in range(5):
+        audit.record(entry(f"tool-{number}"))
+    assert audit.pending() == 3
+    with caplog.at_level(logging.ERROR, logger="mcp_app"):
+        written = rows()
+    assert [row.name for row in written] == ["tool-2", "tool-3", "tool-4"]
+    assert "Dropped the 2 oldest audit record(s)" in caplog.text
+    assert "AUDIT_MAX_PENDING (3)" in caplog.text
+
+
+def test_a_flush_interval_of_0_writes_in_the_requests_thread(mcp: Any) -> None:
+    mcp(AUDIT_FLUSH_SECONDS=0)
+    audit.record(entry("tool-0"))
+    assert audit.pending() == 0
+    assert ToolCall.objects.count() == 1
+    MCPClient(audited).call_tool("add", {"numbers": [1]})
+    assert list(ToolCall.objects.order_by("id").values_list("name", flat=True)) == [
+        "tool-0",
+        "add",
+    ]
+
+
+def test_threads_recording_and_flushing_at_once_lose_nothing(deferred: Any) -> None:
+    deferred(seconds=0.02, batch=50)
+    failures: list[BaseException] = []
+
+    def work(worker: int) -> None:
+        try:
+            for number in range(200):
+                audit.record(entry(f"{worker}:{number}"))
+                if number % 40 == 39:
+                    assert audit.flush(timeout=None)
+        except BaseException as error:
+            failures.append(error)
+        finally:
+            connections.close_all()
+
+    workers = [threading.Thread(target=work, args=(worker,)) for worker in range(8)]
+    for thread in workers:
+        thread.start()
+    for thread in workers:
+        thread.join()
+    assert failures == []
+    names = [row.name for row in rows()]
+    assert len(names) == len(set(names)) == 1600
+    for worker in range(8):
+        mine = [name for name in names if name.startswith(f"{worker}:")]
+        assert mine == [f"{worker}:{number}" for number in range(200)]
+
+
+def test_a_forked_child_starts_with_an_empty_queue_of_its_own(deferred: Any) -> None:
+    deferred()
+    audit.record(entry("tool-0"))
+    pid = os.fork()
+    if pid == 0:  # the child: its parent writes the row
+        os._exit(0 if audit.pending() == 0 and audit._current().thread is None else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert audit.pending() == 1
+
+
+def test_a_clean_exit_writes_what_is_queued(tmp_path: Any) -> None:
+    database = tmp_path / "exit.sqlite3"
+    environment = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "project.settings",
+        "DATABASE_URL": f"sqlite:///{database}",
+        "SECRET_KEY": "audit-exit-test",
+    }
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+    def run(*command: str) -> None:
+        subprocess.run(
+            [sys.executable, *command], cwd=root, env=environment, check=True, timeout=120
+        )
+
+    run("manage.py", "migrate", "--noinput", "-v", "0")
+    script = (
+        "import django; django.setup()\n"
+        "from mcp_app import audit\n"
+        "for n in range(3):\n"
+        "    audit.record(audit.Record('s', 'tools/call', f'tool-{n}', 'modern', None, None,"
+        " 1.0, 'complete'))\n"
+        "assert audit.pending() == 3\n"
+    )
+    run("-c", script)
+    with sqlite3.connect(database) as db:
+        names = [name for (name,) in db.execute("SELECT name FROM mcp_app_toolcall ORDER BY id")]
+    assert names == ["tool-0", "tool-1", "tool-2"]
+
+
+# -- the settings ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"AUDIT_FLUSH_SECONDS": -1},
+        {"AUDIT_FLUSH_SECONDS": "1"},
+        {"AUDIT_FLUSH_SECONDS": True},
+        {"AUDIT_FLUSH_SECONDS": math.inf},
+        {"AUDIT_BATCH_SIZE": 0},
+        {"AUDIT_MAX_PENDING": "many"},
+    ],
+)
+def test_writer_settings_out_of_range_are_e009(value: dict[str, Any]) -> None:
+    with override_settings(MCP_APP=value):
+        assert [message.id for message in check_settings()] == ["mcp_app.E009"]
+
+
+def test_writer_settings_in_range_pass() -> None:
+    good = {"AUDIT_FLUSH_SECONDS": 0, "AUDIT_BATCH_SIZE": 50, "AUDIT_MAX_PENDING": 1000}
+    with override_settings(MCP_APP=good):
+        assert check_settings() == []
+    with override_settings(MCP_APP={"AUDIT_FLUSH_SECONDS": 2.5}):
+        assert check_settings() == []

@@ -116,3 +116,19 @@ def test_each_setting_reads_its_default_then_its_override(name: str) -> None:
     other = ["other.Value"] if name == "AUTHENTICATION_CLASSES" else _other_value(default)
     with override_settings(MCP_APP={name: other}):
         assert getattr(conf, name) == other
+
+
+def test_the_audit_writer_settings_and_their_types() -> None:
+    with override_settings(MCP_APP={}):
+        assert (conf.AUDIT_FLUSH_SECONDS, conf.AUDIT_BATCH_SIZE, conf.AUDIT_MAX_PENDING) == (
+            1.0,
+            500,
+            100_000,
+        )
+    values = {"AUDIT_FLUSH_SECONDS": 0, "AUDIT_BATCH_SIZE": "50", "AUDIT_MAX_PENDING": 10.0}
+    with override_settings(MCP_APP=values):
+        assert isinstance(conf.AUDIT_FLUSH_SECONDS, float)
+        assert conf.AUDIT_FLUSH_SECONDS == 0.0
+        assert conf.AUDIT_BATCH_SIZE == 50
+        assert isinstance(conf.AUDIT_MAX_PENDING, int)
+        assert conf.AUDIT_MAX_PENDING == 10

@@ -33,5 +33,8 @@ class Command(BaseCommand):
         if keep is None:
             self.stdout.write("AUDIT_RETENTION_DAYS is None: audit rows are kept forever.")
             return
+        # Rows this process has queued (the command called from code that served calls) are
+        # written first, or --days 0 would miss them.
+        audit.flush()
         removed = audit.clean(keep)
         self.stdout.write(f"Removed {removed} audit row(s) older than {keep} day(s).")
