@@ -41,6 +41,8 @@ NUMBERS = (
     "AUDIT_MAX_PENDING",
 )
 SWITCHES = ("VALIDATE_INPUT", "VALIDATE_OUTPUT", "ATOMIC", "AUDIT", "AUDIT_ARGUMENTS")
+#: Switches that may also be None (ATOMIC: follow the database's ATOMIC_REQUESTS).
+OPTIONAL_SWITCHES = ("ATOMIC",)
 #: What an Origin header holds: a scheme, a host and maybe a port, nothing after.
 ORIGIN_RE = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://[^/?#\s]+$")
 #: Seconds the delivery check waits for Redis.
@@ -287,7 +289,9 @@ def _check_switches(raw: dict[str, Any]) -> list[CheckMessage]:
             id="mcp_app.E010",
         )
         for name in SWITCHES
-        if name in raw and not isinstance(raw[name], bool)
+        if name in raw
+        and not isinstance(raw[name], bool)
+        and not (name in OPTIONAL_SWITCHES and raw[name] is None)
     ]
 
 

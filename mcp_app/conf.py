@@ -19,7 +19,9 @@ DEFAULTS: dict[str, Any] = {
     # Key that signs requestState; None means SECRET_KEY (with SECRET_KEY_FALLBACKS).
     "REQUEST_STATE_KEY": None,
     # Run each handler attempt in a transaction rolled back when it asks for input or fails.
-    "ATOMIC": True,
+    # None follows the ATOMIC_REQUESTS of DATABASE_ALIAS, as Django's own views do: the
+    # transaction needs a database connection even for a call that uses none.
+    "ATOMIC": None,
     "DATABASE_ALIAS": "default",
     # Seconds between comment keep-alives on long-lived SSE streams.
     "KEEPALIVE_SECONDS": 15.0,
@@ -121,7 +123,11 @@ class Settings:
 
     @property
     def ATOMIC(self) -> bool:
-        return bool(self._get("ATOMIC"))
+        value = self._get("ATOMIC")
+        if value is None:
+            database = settings.DATABASES.get(self.DATABASE_ALIAS) or {}
+            return bool(database.get("ATOMIC_REQUESTS", False))
+        return bool(value)
 
     @property
     def DATABASE_ALIAS(self) -> str:

@@ -164,16 +164,20 @@ def sse_messages(response: Any) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(autouse=True)
-def _fresh_catalog_generations() -> Iterator[None]:
-    """Each test reads catalog generations and sessions afresh.
+def _fresh_process_state() -> Iterator[None]:
+    """Each test reads catalog generations and sessions afresh, and leaves no audit row queued.
 
     Tests empty and roll back tables without the signals a site's edits send, which a
     running site's workers would only notice after ``RECHECK_SECONDS``.
     """
-    from mcp_app import rows, sessions
+    from mcp_app import audit, rows, sessions
 
     rows.forget_generations()
     sessions.forget_sessions()
     yield
     rows.forget_generations()
     sessions.forget_sessions()
+    # Audit rows queued by a test that turned deferred writing on are written now, in its
+    # own database state, not by the writer thread during some later test.
+    if audit.pending():
+        audit.flush()

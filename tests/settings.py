@@ -59,4 +59,10 @@ USE_TZ = True
 STATIC_URL = "static/"
 # Audit rows are written in the request's thread: a writer thread on a connection of its own
 # would wait on the locks of each test's transaction (tests/test_audit.py tests it deferred).
-MCP_APP: dict[str, object] = {"VIEW": os.environ.get("MCP_VIEW", "async"), "AUDIT_FLUSH_SECONDS": 0}
+MCP_APP: dict[str, object] = {
+    "VIEW": os.environ.get("MCP_VIEW", "async"),
+    "AUDIT_FLUSH_SECONDS": 0,
+    # Most tests of input and failures look at what the per-attempt transaction undoes;
+    # tests/test_conf.py and tests/test_transport_http.py cover the default (None).
+    "ATOMIC": True,
+}

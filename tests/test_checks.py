@@ -256,13 +256,26 @@ def test_numbers_conf_reads_pass() -> None:
     assert ids({"MAX_BODY_BYTES": "1000", "KEEPALIVE_SECONDS": 0.5, "MAX_JSON_DEPTH": 8}) == []
 
 
-@pytest.mark.parametrize("name", ["VALIDATE_INPUT", "ATOMIC", "AUDIT", "AUDIT_ARGUMENTS"])
-@pytest.mark.parametrize("value", ["false", 0, None])
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        (name, value)
+        for name in ["VALIDATE_INPUT", "ATOMIC", "AUDIT", "AUDIT_ARGUMENTS"]
+        for value in ["false", 0, None]
+        # ATOMIC = None is valid: see the test below.
+        if not (name == "ATOMIC" and value is None)
+    ],
+)
 def test_switches_that_are_not_bools_are_e010(name: str, value: Any) -> None:
     with override_settings(MCP_APP={name: value}):
         messages = check_settings()
     assert [m.id for m in messages] == ["mcp_app.E010"]
     assert "counts as true" in messages[0].hint
+
+
+def test_atomic_may_be_none_to_follow_atomic_requests() -> None:
+    with override_settings(MCP_APP={"ATOMIC": None}):
+        assert check_settings() == []
 
 
 # -- deployment: W001-W004 -----------------------------------------------------------------

@@ -16,7 +16,7 @@ def test_every_setting_has_its_default() -> None:
     assert conf.VALIDATOR is None
     assert conf.REQUEST_STATE_MAX_AGE_MS == 300_000
     assert conf.REQUEST_STATE_KEY is None
-    assert conf.ATOMIC is True
+    assert conf.ATOMIC is False  # the test database has no ATOMIC_REQUESTS
     assert conf.DATABASE_ALIAS == "default"
     assert conf.KEEPALIVE_SECONDS == 15.0
     assert conf.VIEW == "async"
@@ -108,7 +108,7 @@ def _other_value(default: object) -> object:
     return f"{default}-other"
 
 
-@pytest.mark.parametrize("name", sorted(DEFAULTS))
+@pytest.mark.parametrize("name", sorted(set(DEFAULTS) - {"ATOMIC"}))
 def test_each_setting_reads_its_default_then_its_override(name: str) -> None:
     default = DEFAULTS[name]
     with override_settings(MCP_APP={}):
@@ -132,3 +132,21 @@ def test_the_audit_writer_settings_and_their_types() -> None:
         assert conf.AUDIT_BATCH_SIZE == 50
         assert isinstance(conf.AUDIT_MAX_PENDING, int)
         assert conf.AUDIT_MAX_PENDING == 10
+
+
+@pytest.mark.parametrize("atomic_requests", [True, False])
+def test_atomic_unset_follows_the_databases_atomic_requests(atomic_requests: bool) -> None:
+    from django.conf import settings
+
+    database = settings.DATABASES["default"]
+    before = database.get("ATOMIC_REQUESTS", False)
+    database["ATOMIC_REQUESTS"] = atomic_requests
+    try:
+        with override_settings(MCP_APP={}):
+            assert conf.ATOMIC is atomic_requests
+        with override_settings(MCP_APP={"ATOMIC": None}):
+            assert conf.ATOMIC is atomic_requests
+        with override_settings(MCP_APP={"ATOMIC": not atomic_requests}):
+            assert conf.ATOMIC is (not atomic_requests)
+    finally:
+        database["ATOMIC_REQUESTS"] = before

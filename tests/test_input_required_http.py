@@ -519,6 +519,56 @@ def test_without_atomic_the_asking_round_keeps_its_writes(rollback_server: Serve
     assert group_names() == ["group-d"]
 
 
+@pytest.mark.parametrize("atomic_requests", [True, False])
+def test_by_default_the_attempt_follows_the_databases_atomic_requests(
+    rollback_server: Server, atomic_requests: bool
+) -> None:
+    from django.conf import settings
+
+    database = settings.DATABASES["default"]
+    before = database.get("ATOMIC_REQUESTS", False)
+    database["ATOMIC_REQUESTS"] = atomic_requests
+    try:
+        with override_settings(MCP_APP={"AUDIT": False}):
+            reply = handle(rollback_server, {"label": "f"})
+    finally:
+        database["ATOMIC_REQUESTS"] = before
+    assert reply.body["result"]["resultType"] == "input_required"
+    assert group_names() == ([] if atomic_requests else ["group-f"])
+
+
+def test_a_call_that_uses_no_database_does_not_touch_it_by_default(
+    rollback_server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from django.db import connection
+
+    def quiet(arguments: dict[str, Any], ctx: Any) -> str:
+        return "no database"
+
+    rollback_server.add_tool(quiet, name="quiet")
+    rollback_server.catalog()  # the generation, read once and then known
+    touched: list[str] = []
+    real = connection.ensure_connection
+
+    def spy() -> None:
+        touched.append("connection")
+        real()
+
+    monkeypatch.setattr(connection, "ensure_connection", spy)
+    with override_settings(MCP_APP={"AUDIT": False}):
+        body, headers = modern_request("tools/call", {"name": "quiet", "arguments": {}})
+        reply = rollback_server.endpoint.handle(
+            Incoming("POST", {k.lower(): v for k, v in headers.items()}, json.dumps(body).encode())
+        )
+    assert reply.body["result"]["content"] == [{"type": "text", "text": "no database"}]
+    assert touched == []
+    with override_settings(MCP_APP={"ATOMIC": True, "AUDIT": False}):
+        rollback_server.endpoint.handle(
+            Incoming("POST", {k.lower(): v for k, v in headers.items()}, json.dumps(body).encode())
+        )
+    assert touched  # the transaction needs the connection
+
+
 def test_dispatch_rolls_back_input_required_and_commits_a_completed_call(
     rollback_server: Server,
 ) -> None:
