@@ -13,8 +13,8 @@ import os
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
-from datetime import timedelta
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from django.db import DataError, IntegrityError, connections, router, transaction
@@ -75,7 +75,7 @@ def record(entry: Record) -> None:
         if conf.AUDIT_FLUSH_SECONDS <= 0:
             write(entry)
         else:
-            _enqueue(_row(entry))
+            _enqueue(_Later.of(entry))
     except Exception:
         logger.exception("Could not write the audit record of %s %r", entry.method, entry.name)
 
@@ -97,23 +97,58 @@ def write(entry: Record) -> ToolCall:
 
 
 def _row(entry: Record) -> ToolCall:
-    from .models import ToolCall
+    return _Later.of(entry).row()
 
-    return ToolCall(
-        user_id=_stored_user_id(entry.user),
-        caller_id=caller_id(entry.user)[:100],
-        server=entry.server[:100],
-        method=entry.method[:32],
-        name=entry.name[:512],
-        era=entry.era[:16],
-        duration_ms=round(float(entry.duration_ms), 3),
-        outcome=entry.outcome[:16],
-        error=entry.error[:ERROR_MAX_CHARS],
-        rounds=max(0, int(entry.rounds)),
-        arguments=_kept_arguments(entry.arguments),
-        # The time of the call, however late the row is written.
-        created=timezone.now(),
-    )
+
+@dataclass
+class _Later:
+    """What a row needs that cannot wait (who called, when); the row itself is built later,
+    by the writer thread, off the request's path."""
+
+    entry: Record
+    user_id: Any
+    caller: str
+    created: datetime
+    keep_arguments: bool
+
+    @classmethod
+    def of(cls, entry: Record) -> _Later:
+        return cls(
+            # Only the user's key: a queued row holds no user object the request may change.
+            entry=replace(entry, user=None),
+            user_id=_stored_user_id(entry.user),
+            caller=caller_id(entry.user),
+            # The time of the call, however late the row is written.
+            created=timezone.now(),
+            keep_arguments=bool(setting("AUDIT_ARGUMENTS")),
+        )
+
+    def values(self) -> dict[str, Any]:
+        """The row's columns by attribute name."""
+        entry = self.entry
+        return {
+            "user_id": self.user_id,
+            "caller_id": self.caller[:100],
+            "server": entry.server[:100],
+            "method": entry.method[:32],
+            "name": entry.name[:512],
+            "era": entry.era[:16],
+            "duration_ms": round(float(entry.duration_ms), 3),
+            "outcome": entry.outcome[:16],
+            "error": entry.error[:ERROR_MAX_CHARS],
+            "rounds": max(0, int(entry.rounds)),
+            "arguments": _kept_arguments(entry.arguments) if self.keep_arguments else None,
+            "created": self.created,
+        }
+
+    def row(self) -> ToolCall:
+        from .models import ToolCall
+
+        return ToolCall(**self.values())
+
+
+def _built(item: ToolCall | _Later) -> ToolCall:
+    return item.row() if isinstance(item, _Later) else item
 
 
 def _stored_user_id(user: Any) -> Any:
@@ -131,7 +166,7 @@ def _stored_user_id(user: Any) -> Any:
 
 
 def _kept_arguments(arguments: Any) -> Any:
-    if not setting("AUDIT_ARGUMENTS") or arguments is None:
+    if arguments is None:
         return None
     size = len(json.dumps(arguments, separators=(",", ":"), default=str).encode())
     if size > ARGUMENTS_MAX_BYTES:
@@ -145,7 +180,7 @@ def _kept_arguments(arguments: Any) -> Any:
 class _Queued(NamedTuple):
     seq: int
     at: float  # time.monotonic() when queued
-    row: ToolCall
+    row: ToolCall | _Later
 
 
 class _Queue:
@@ -180,7 +215,7 @@ def _current() -> _Queue:
 os.register_at_fork(after_in_child=_current)
 
 
-def _enqueue(row: ToolCall) -> None:
+def _enqueue(row: ToolCall | _Later) -> None:
     queue = _current()
     batch = conf.AUDIT_BATCH_SIZE
     cap = conf.AUDIT_MAX_PENDING
@@ -303,19 +338,20 @@ def _drain(queue: _Queue, upto: int) -> bool:
 ROW_FAULTS = (IntegrityError, DataError, ValueError, TypeError)
 
 
-def _write_batch(rows: list[ToolCall]) -> int:
-    """Write ``rows`` in order; how many are written (or dropped) before a failure that may pass."""
+def _write_batch(items: list[ToolCall | _Later]) -> int:
+    """Write ``items`` in order; how many are written (or dropped) before a failure that may pass."""
     from .models import ToolCall
 
     alias = router.db_for_write(ToolCall)
     try:
         with transaction.atomic(using=alias):
-            ToolCall.objects.using(alias).bulk_create(rows)
-        return len(rows)
+            _insert(items, alias)
+        return len(items)
     except Exception:
         # One by one, a row that can never be written does not hold back the others (and a
         # database that is down fails the first row as it failed the batch).
-        _unsaved(rows)
+        pass
+    rows = [_built(item) for item in items]
     for done, row in enumerate(rows):
         try:
             _write_one(row, alias)
@@ -326,6 +362,43 @@ def _write_batch(rows: list[ToolCall]) -> int:
             logger.exception(KEPT, len(rows) - done)
             return done
     return len(rows)
+
+
+#: Column types whose Python values the database drivers take as they are.
+_PLAIN_TYPES = frozenset(
+    {"CharField", "TextField", "FloatField", "PositiveIntegerField", "IntegerField", "ForeignKey"}
+)
+
+
+def _insert(items: list[ToolCall | _Later], alias: str) -> None:
+    """One ``executemany`` INSERT: the values ``bulk_create`` would write (datetimes and JSON
+    prepared by their fields), without building and walking a model instance per row."""
+    from .models import ToolCall
+
+    connection = connections[alias]
+    fields = [field for field in ToolCall._meta.concrete_fields if not field.primary_key]
+    quote = connection.ops.quote_name
+    sql = "INSERT INTO {} ({}) VALUES ({})".format(
+        quote(ToolCall._meta.db_table),
+        ", ".join(quote(str(field.column)) for field in fields),
+        ", ".join(["%s"] * len(fields)),
+    )
+    prepare = [
+        None if field.get_internal_type() in _PLAIN_TYPES else field.get_db_prep_save
+        for field in fields
+    ]
+    names = [field.attname for field in fields]
+    params = []
+    for item in items:
+        values = item.values() if isinstance(item, _Later) else item.__dict__
+        params.append(
+            [
+                values[name] if prep is None else prep(values[name], connection)
+                for name, prep in zip(names, prepare, strict=True)
+            ]
+        )
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, params)
 
 
 def _write_one(row: ToolCall, alias: str) -> None:
