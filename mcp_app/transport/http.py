@@ -360,6 +360,8 @@ class Endpoint:
         rounds: int,
     ) -> None:
         """Record a finished tool call, resource read or prompt get in the audit trail."""
+        if not conf.AUDIT:
+            return
         result = message.get("result")
         error = message.get("error")
         if error is not None:
