@@ -49,6 +49,9 @@ SERVER_CORE = 0
 LOAD_CORE = 1
 HOST = "127.0.0.1"  # the only address this harness ever sends to
 
+#: This project's servers, which --variant runs again with other environment.
+OWN_SERVERS = ("mcp_app/gunicorn", "mcp_app/uvicorn", "mcp_app/asgi")
+
 # How a product target bounds its ratio.
 AT_LEAST, AT_MOST = ">=", "<="
 
@@ -335,6 +338,19 @@ def targets(mcpz_python: Path, db: Path, variants: Sequence[Sequence[str]] = ())
         ),
     ]
     mcp_uvicorn = next(t for t in found if t.key == "mcp_app/uvicorn")
+    # The same settings, the endpoint served by mcp_app.asgi.route instead of Django's handler.
+    found.insert(
+        found.index(mcp_uvicorn) + 1,
+        Target(
+            "mcp_app/asgi",
+            "django-mcp-app · uvicorn · mcp_app.asgi.route",
+            "mcp_app",
+            "uvicorn",
+            main,
+            "bench.servers.asgi_route:application",
+            dict(mcp_uvicorn.env),
+        ),
+    )
     # A process of its own for the initialize-era call, so each process's peak RSS is
     # that of one kind of call.
     found.append(
@@ -353,7 +369,7 @@ def targets(mcpz_python: Path, db: Path, variants: Sequence[Sequence[str]] = ())
     # BENCH_CONN_MAX_AGE), measured in the same rotation so the comparison is fair.
     for name, *assignments in variants:
         extra = dict(assignment.split("=", 1) for assignment in assignments)
-        for base in [t for t in found if t.key in ("mcp_app/gunicorn", "mcp_app/uvicorn")]:
+        for base in [t for t in found if t.key in OWN_SERVERS]:
             found.append(
                 Target(
                     f"{base.key}/{name}",
@@ -853,8 +869,8 @@ def ratios(by_key: dict[str, Target], mrtr: Mrtr | None) -> list[Ratio]:
 
     legacy = rps("mcp_app/uvicorn", "mcp_app/uvicorn/initialize-era")  # time per call, inverted
     found = [
-        Ratio("ASGI ÷ official SDK", "req/s, mcp_app/uvicorn ÷ sdk/uvicorn",
-              rps("mcp_app/uvicorn", "sdk/uvicorn"), 2.5),
+        Ratio("ASGI ÷ official SDK", "req/s, mcp_app/asgi ÷ sdk/uvicorn",
+              rps("mcp_app/asgi", "sdk/uvicorn"), 2.5),
         Ratio("Django view path ÷ bare view, uvicorn", "req/s, mcp_app/uvicorn ÷ floor/uvicorn",
               rps("mcp_app/uvicorn", "floor/uvicorn"), 0.9),
         Ratio("Django view path ÷ bare view, gunicorn", "req/s, mcp_app/gunicorn ÷ floor/gunicorn",
@@ -865,8 +881,8 @@ def ratios(by_key: dict[str, Target], mrtr: Mrtr | None) -> list[Ratio]:
               rps("mcp_app/gunicorn", "mcpz/gunicorn"), 1.0),
         Ratio("ASGI ÷ django-mcpz", "req/s, mcp_app/uvicorn ÷ mcpz/uvicorn",
               rps("mcp_app/uvicorn", "mcpz/uvicorn")),
-        Ratio("ASGI ÷ raw ASGI ceiling", "req/s, mcp_app/uvicorn ÷ raw/uvicorn",
-              rps("mcp_app/uvicorn", "raw/uvicorn")),
+        Ratio("ASGI ÷ raw ASGI ceiling", "req/s, mcp_app/asgi ÷ raw/uvicorn",
+              rps("mcp_app/asgi", "raw/uvicorn")),
         Ratio("official SDK ÷ raw ASGI ceiling", "req/s, sdk/uvicorn ÷ raw/uvicorn",
               rps("sdk/uvicorn", "raw/uvicorn")),
         Ratio("MRTR retry ÷ plain call", "in-process median time, bench.mrtr",
@@ -875,6 +891,8 @@ def ratios(by_key: dict[str, Target], mrtr: Mrtr | None) -> list[Ratio]:
               legacy, 1.3, AT_MOST),
         Ratio("p99 ÷ official SDK, uvicorn", "p99, mcp_app/uvicorn ÷ sdk/uvicorn",
               p99("mcp_app/uvicorn", "sdk/uvicorn"), 1.0, AT_MOST),
+        Ratio("p99 ÷ official SDK, ASGI route", "p99, mcp_app/asgi ÷ sdk/uvicorn",
+              p99("mcp_app/asgi", "sdk/uvicorn"), 1.0, AT_MOST),
         Ratio("p99 ÷ django-mcpz, uvicorn", "p99, mcp_app/uvicorn ÷ mcpz/uvicorn",
               p99("mcp_app/uvicorn", "mcpz/uvicorn"), 1.0, AT_MOST),
         Ratio("p99 ÷ django-mcpz, gunicorn", "p99, mcp_app/gunicorn ÷ mcpz/gunicorn",
@@ -1068,8 +1086,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         nargs="+",
         action="append",
         metavar=("NAME", "ENV=VALUE"),
-        help="also run mcp_app/gunicorn and mcp_app/uvicorn with this environment, e.g. "
-        "--variant no-audit 'BENCH_MCP_APP={\"AUDIT\": false}'",
+        help="also run mcp_app/gunicorn, mcp_app/uvicorn and mcp_app/asgi with this "
+        "environment, e.g. --variant no-audit 'BENCH_MCP_APP={\"AUDIT\": false}'",
     )
     parser.add_argument(
         "--profile",

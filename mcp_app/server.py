@@ -439,6 +439,8 @@ class Server:
         from .transport.views import async_view, sync_view
 
         view: Any = sync_view(self) if conf.VIEW == "sync" else async_view(self)
+        # How mcp_app.asgi.route knows this view's requests, to serve them itself.
+        view.mcp_server = self
         # Both ``/mcp`` and ``/mcp/`` answer, so no client is redirected (a POST cannot be).
         patterns = [re_path(r"^(?:/)?$", view, name="endpoint")]
         return patterns, "mcp_app", self.name

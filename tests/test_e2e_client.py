@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 from mcp import Client, types
 
-from tests.conftest import MODERN, DemoServer
+from tests.conftest import MODERN, DemoServer, modern_request
 
 pytestmark = pytest.mark.e2e
 
@@ -72,3 +74,51 @@ def test_input_required_dialogues(demo_server: DemoServer) -> None:
             assert steps.content[0].text == "Ada likes blue"
 
     run(main)
+
+
+# -- the same site without mcp_app.asgi.route: Django's handler and the async view -----------
+
+
+@pytest.fixture(scope="module")
+def view_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoServer]:
+    """The demo site with ``MCP_ASGI_ROUTE=0``: every request through Django's handler."""
+    server = DemoServer(tmp_path_factory.mktemp("view"), env={"MCP_ASGI_ROUTE": "0"})
+    yield server
+    server.stop()
+
+
+@pytest.mark.parametrize("mode", [MODERN, "legacy"])
+def test_the_django_view_path_serves_calls_streams_and_input(
+    view_server: DemoServer, mode: str
+) -> None:
+    progress: list[float] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append(value)
+
+    async def main() -> None:
+        kwargs: dict[str, Any] = {"mode": mode, "elicitation_callback": on_elicit}
+        if mode == MODERN:
+            kwargs["cache"] = None
+        async with Client(view_server.url, **kwargs) as c:
+            added = await c.call_tool("add", {"numbers": [4, 5]})
+            assert added.structured_content == {"sum": 9}
+            greet = await c.call_tool("greet", {})
+            assert greet.content[0].text == "Hello, Ada!"
+            await c.call_tool("test_tool_with_progress", {}, progress_callback=on_progress)
+
+    run(main)
+    assert progress == [0, 50, 100]
+
+
+@pytest.mark.parametrize("through", ["route", "view"])
+def test_which_path_serves_the_endpoint(
+    demo_server: DemoServer, view_server: DemoServer, through: str
+) -> None:
+    server = demo_server if through == "route" else view_server
+    body, headers = modern_request("server/discover")
+    response = httpx.post(server.url, json=body, headers=headers, timeout=10)
+    assert response.status_code == 200
+    assert response.json()["result"]["supportedVersions"] == [MODERN]
+    # The site's middleware (XFrameOptionsMiddleware) runs on the view path only.
+    assert ("x-frame-options" in response.headers) == (through == "view")

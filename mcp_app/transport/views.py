@@ -1,17 +1,28 @@
-"""The Django views: an async one for ASGI servers and a sync one for WSGI servers."""
+"""The Django views: an async one for ASGI servers and a sync one for WSGI servers.
+
+Under ASGI every request makes one thread hop (``respond``): preparing it, handling it and
+running its call happen in one pool thread, whose answer the loop takes when it ends, and
+whose call's events reach the loop through a ``Pipe`` meanwhile. ``mcp_app.asgi`` serves
+requests through the same ``respond`` without Django's handler in front.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import logging
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from asgiref.sync import sync_to_async
 from django.core.exceptions import DisallowedHost, RequestDataTooBig
+from django.core.signals import got_request_exception
 from django.db import close_old_connections
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
+from django.utils.log import log_response
 from django.views.decorators.csrf import csrf_exempt
 
 from ..conf import conf
@@ -25,8 +36,13 @@ from .sse import Event
 if TYPE_CHECKING:
     from ..server import Server
 
+logger = logging.getLogger("django.request")
+
 _FINAL = "final"
 _EVENT = "event"
+_REPLY = "reply"
+_CALL = "call"
+_FAILED = "failed"
 
 
 class Stream(Protocol):
@@ -42,6 +58,14 @@ class Stream(Protocol):
     def backlog(self) -> list[Event]: ...
 
     def notifications(self, channel: str, message: dict[str, Any]) -> list[Event]: ...
+
+
+def body_limit() -> int:
+    """The most body bytes a request may carry: ``MAX_BODY_BYTES`` or Django's limit if lower."""
+    from django.conf import settings
+
+    limit, django_limit = conf.MAX_BODY_BYTES, settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    return limit if django_limit is None else min(limit, django_limit)
 
 
 def _body(request: HttpRequest) -> bytes:
@@ -64,16 +88,17 @@ def _body(request: HttpRequest) -> bytes:
 
 def too_large() -> Reply:
     """413 with a JSON-RPC error naming the smaller of the two body limits."""
-    from django.conf import settings
-
-    limits = [conf.MAX_BODY_BYTES, settings.DATA_UPLOAD_MAX_MEMORY_SIZE]
-    limit = min(value for value in limits if value is not None)
-    error = jsonrpc.InvalidRequest(f"Request body over {limit} bytes")
+    error = jsonrpc.InvalidRequest(f"Request body over {body_limit()} bytes")
     return Reply(413, jsonrpc.error_response(None, error))
 
 
-def incoming(request: HttpRequest) -> Incoming | Reply | None:
-    """Read what the transport needs; ``None`` when the Host is not allowed, 413 when too large."""
+def incoming(
+    request: HttpRequest, headers: dict[str, str] | None = None
+) -> Incoming | Reply | None:
+    """Read what the transport needs; ``None`` when the Host is not allowed, 413 when too large.
+
+    ``headers``: the request's headers by lower-case name, when the caller has them already.
+    """
     try:
         host = request.get_host()
     except DisallowedHost:
@@ -83,10 +108,9 @@ def incoming(request: HttpRequest) -> Incoming | Reply | None:
     except RequestDataTooBig:
         # Django would answer an HTML 400 page; a client of this endpoint reads JSON-RPC.
         return too_large()
-    headers = {k.lower(): v for k, v in request.headers.items()}
     return Incoming(
         method=request.method or "GET",
-        headers=headers,
+        headers={k.lower(): v for k, v in request.headers.items()} if headers is None else headers,
         body=body,
         host=host,
         scheme=request.scheme or "http",
@@ -107,21 +131,48 @@ def to_response(reply: Reply) -> HttpResponse:
     return response
 
 
+def host_refused_reply() -> Reply:
+    return Reply(403, jsonrpc.error_response(None, jsonrpc.InvalidRequest("Host not allowed")))
+
+
 def host_refused() -> HttpResponse:
-    return JsonResponse(
-        jsonrpc.error_response(None, jsonrpc.InvalidRequest("Host not allowed")), status=403
+    return to_response(host_refused_reply())
+
+
+def _reply(server: Server, request: HttpRequest, hooks: Hooks) -> Reply:
+    """What the endpoint answers a request: refusals first, then ``Endpoint.handle``."""
+    data = incoming(request, hooks.headers(request))
+    if data is None:
+        return host_refused_reply()
+    if isinstance(data, Reply):
+        return data
+    return server.endpoint.handle(data)  # type: ignore[no-any-return]
+
+
+def internal_error() -> HttpResponse:
+    """500 with the JSON-RPC error a client reads when the server failed; no traceback."""
+    return to_response(
+        Reply(500, jsonrpc.error_response(None, jsonrpc.InternalError("Internal error")))
     )
 
 
-def _prepare(server: Server, request: HttpRequest) -> Reply | None:
-    close_old_connections()
-    try:
-        data = incoming(request)
-        if data is None or isinstance(data, Reply):
-            return data
-        return server.endpoint.handle(data)  # type: ignore[no-any-return]
-    finally:
-        close_old_connections()
+def failure(exc: Exception, request: HttpRequest) -> HttpResponse:
+    """The answer to an exception no code below caught, reported as Django reports one.
+
+    Called in the ``except`` block, so signal receivers that read ``sys.exc_info()`` (the
+    test client, error trackers) see the exception.
+    """
+    response = internal_error()
+    got_request_exception.send(sender=None, request=request)
+    log_response(
+        "%s: %s",
+        response.reason_phrase,
+        request.path,
+        response=response,
+        request=request,
+        exception=exc,
+    )
+    return response
 
 
 def _run(call: Call, put: Callable[[tuple[str, Any]], None]) -> None:
@@ -136,6 +187,183 @@ def _run(call: Call, put: Callable[[tuple[str, Any]], None]) -> None:
     finally:
         close_old_connections()
     put((_FINAL, (status, final)))
+
+
+class Hooks:
+    """What runs in a request's pool thread around its work.
+
+    Under Django's handler only the thread's database connections need letting go of: the
+    handler sends the request signals itself, in other threads.
+    """
+
+    def begin(self, request: HttpRequest) -> None:
+        close_old_connections()
+
+    def headers(self, request: HttpRequest) -> dict[str, str] | None:
+        """The request's headers by lower-case name, or ``None`` to read ``request.headers``."""
+        return None
+
+    def end(self, request: HttpRequest, reply: Reply | None) -> None:
+        """``reply`` is what was answered, ``None`` when preparing or handling raised."""
+        close_old_connections()
+
+
+Item = tuple[str, Any]
+
+
+def _serve(
+    server: Server, request: HttpRequest, start: Callable[[Item], None], hooks: Hooks
+) -> Item | None:
+    """All of a request's database work, in this one pool thread: prepare, handle, run.
+
+    Returns ``(_REPLY, reply)``, or ``(_FAILED, response)``. A call is announced to
+    ``start`` instead, as ``(_CALL, (call, pipe))``, and run here; its events and its final
+    event go through the pipe (as ``_run`` puts them), and ``None`` is returned.
+    """
+    last: Item | None = (_FAILED, None)  # a response of None: the loop answers 500 unreported
+    items: Pipe | None = None
+    try:
+        hooks.begin(request)
+        reply = None
+        try:
+            reply = _reply(server, request, hooks)
+            if reply.call is None:
+                last = (_REPLY, reply)
+            else:
+                items = Pipe()
+                start((_CALL, (reply.call, items)))
+                last = None
+                _run(reply.call, items.put)
+        finally:
+            hooks.end(request, reply)
+    except Exception as exc:
+        failed = (_FAILED, failure(exc, request))
+        if items is not None:
+            items.put(failed)  # ends the call's stream if it is still read
+            last = None
+        else:
+            last = failed
+    return last
+
+
+@dataclass
+class Answer:
+    """What to send back: a JSON reply, an event stream, or a failure already reported."""
+
+    reply: Reply | None = None
+    stream: AsyncGenerator[bytes, None] | None = None
+    response: HttpResponse | None = None
+
+
+#: Requests' pool-thread tasks, kept referenced until they end (only their callbacks wait).
+_running: set[asyncio.Future[Item | None]] = set()
+
+
+def _settle(first: asyncio.Future[Item], item: Item) -> None:
+    if not first.done():
+        first.set_result(item)
+    elif item[0] == _CALL:
+        item[1][0].cancel()  # nobody waits for it any more: the client went away
+
+
+def _finished(first: asyncio.Future[Item], task: asyncio.Future[Item | None]) -> None:
+    _running.discard(task)
+    failed: Item = (_FAILED, None)
+    if task.cancelled():
+        _settle(first, failed)
+        return
+    error = task.exception()
+    if error is None:
+        item = task.result()
+        if item is not None:
+            _settle(first, item)
+        return
+    # Only a BaseException gets past _serve: answer 500, end a stream the call had begun.
+    logger.error("Error serving an MCP request", exc_info=error)
+    if first.done() and not first.cancelled() and first.result()[0] == _CALL:
+        first.result()[1][1].put(failed)
+    _settle(first, failed)
+
+
+_DJANGO_HOOKS = Hooks()
+# Made once: building the wrapper inspects the function, every time.
+_serve_in_thread = sync_to_async(_serve, thread_sensitive=False)
+
+
+async def respond(server: Server, request: HttpRequest, hooks: Hooks = _DJANGO_HOOKS) -> Answer:
+    """Answer one request in a single thread hop; what a call emits comes back by a pipe.
+
+    ``hooks`` run in that thread before and after the request's work.
+    """
+    loop = asyncio.get_running_loop()
+    # The thread's answer comes with its end, with no wake-up of its own; only a call, which
+    # may stream, makes the thread wake the loop before it ends.
+    first: asyncio.Future[Item] = loop.create_future()
+
+    def start(item: Item) -> None:
+        loop.call_soon_threadsafe(_settle, first, item)
+
+    task = asyncio.ensure_future(_serve_in_thread(server, request, start, hooks))
+    _running.add(task)
+    task.add_done_callback(functools.partial(_finished, first))
+    kind, payload = await first
+    if kind == _FAILED:
+        return Answer(response=payload if payload is not None else internal_error())
+    if kind == _REPLY:
+        reply: Reply = payload
+        if reply.listen is not None:
+            return Answer(stream=_listen_chunks(reply.listen))
+        return Answer(reply=reply)
+    call, items = payload
+    try:
+        kind, payload = await items.aget()
+    except asyncio.CancelledError:
+        call.cancel()  # the client went away before the call produced anything
+        raise
+    if kind == _FAILED:
+        return Answer(response=payload if payload is not None else internal_error())
+    if kind == _FINAL:
+        # Plain JSON when the call finished before producing anything else.
+        status, final = payload
+        return Answer(reply=Reply(status, final.message))
+    return Answer(stream=_call_chunks(call, kind, payload, items))
+
+
+async def _call_chunks(
+    call: Call, kind: str, payload: Any, items: Pipe
+) -> AsyncGenerator[bytes, None]:
+    relay = _CallRelay(call)
+    try:
+        chunks = relay.start(kind, payload)
+        while True:
+            for chunk in chunks:
+                yield chunk
+            if relay.done:
+                return
+            kind, payload = await items.aget()
+            if kind == _FAILED:
+                return  # the thread failed outside the call, and reported it
+            chunks = relay.feed(kind, payload)
+    finally:
+        relay.finish()
+
+
+async def _listen_chunks(stream: Stream) -> AsyncGenerator[bytes, None]:
+    # Subscribing may wait on the backend (Redis, the database poller): not on the loop.
+    relay = await sync_to_async(_ListenRelay, thread_sensitive=False)(stream)
+    try:
+        chunks = relay.start(await sync_to_async(_backlog, thread_sensitive=False)(stream))
+        while True:
+            for chunk in chunks:
+                yield chunk
+            if stream.finished:
+                return
+            try:
+                chunks = relay.feed(*await relay.items.aget(conf.KEEPALIVE_SECONDS))
+            except Empty:
+                chunks = [sse.comment()]
+    finally:
+        relay.unsubscribe()
 
 
 def _first_response(call: Call, kind: str, payload: Any) -> HttpResponseBase | None:
@@ -207,62 +435,15 @@ def async_view(server: Server) -> Callable[..., Awaitable[HttpResponseBase]]:
 
     @csrf_exempt
     async def mcp_endpoint(request: HttpRequest) -> HttpResponseBase:
-        reply = await sync_to_async(_prepare, thread_sensitive=False)(server, request)
-        if reply is None:
-            return host_refused()
-        if reply.listen is not None:
-            return _stream_async_listen(reply.listen)
-        if reply.call is None:
-            return to_response(reply)
-        return await _stream_async_call(reply.call)
+        answer = await respond(server, request)
+        if answer.response is not None:
+            return answer.response
+        if answer.stream is not None:
+            return StreamingHttpResponse(answer.stream, headers=sse.HEADERS)
+        assert answer.reply is not None
+        return to_response(answer.reply)
 
     return mcp_endpoint
-
-
-async def _stream_async_call(call: Call) -> HttpResponseBase:
-    items = Pipe()
-    task = asyncio.ensure_future(sync_to_async(_run, thread_sensitive=False)(call, items.put))
-    kind, payload = await items.aget()
-    plain = _first_response(call, kind, payload)
-    if plain is not None:
-        await task
-        return plain
-
-    async def body() -> AsyncIterator[bytes]:
-        relay = _CallRelay(call)
-        try:
-            chunks = relay.start(kind, payload)
-            while True:
-                for chunk in chunks:
-                    yield chunk
-                if relay.done:
-                    return
-                chunks = relay.feed(*await items.aget())
-        finally:
-            relay.finish()
-
-    return StreamingHttpResponse(body(), headers=sse.HEADERS)
-
-
-def _stream_async_listen(stream: Stream) -> HttpResponseBase:
-    async def body() -> AsyncIterator[bytes]:
-        # Subscribing may wait on the backend (Redis, the database poller): not on the loop.
-        relay = await sync_to_async(_ListenRelay, thread_sensitive=False)(stream)
-        try:
-            chunks = relay.start(await sync_to_async(_backlog, thread_sensitive=False)(stream))
-            while True:
-                for chunk in chunks:
-                    yield chunk
-                if stream.finished:
-                    return
-                try:
-                    chunks = relay.feed(*await relay.items.aget(conf.KEEPALIVE_SECONDS))
-                except Empty:
-                    chunks = [sse.comment()]
-        finally:
-            relay.unsubscribe()
-
-    return StreamingHttpResponse(body(), headers=sse.HEADERS)
 
 
 # -- WSGI ---------------------------------------------------------------------------------

@@ -1,0 +1,336 @@
+"""Serve mcp_app's endpoints straight from ASGI, in front of a site's Django application.
+
+In the site's ``asgi.py``::
+
+    from django.core.asgi import get_asgi_application
+
+    import mcp_app.asgi
+
+    application = mcp_app.asgi.route(get_asgi_application())
+
+A request whose path resolves, through the site's ``ROOT_URLCONF``, to an endpoint of
+``Server.urls`` is served here: one thread hop per request, and none of Django's handler or
+``MIDDLEWARE``. Everything else (other paths, lifespan, websockets) goes to the wrapped
+application unchanged.
+
+What such a request still gets, as under Django's handler: the ``ALLOWED_HOSTS`` check, the
+body limits (``MAX_BODY_BYTES``, ``DATA_UPLOAD_MAX_MEMORY_SIZE``), stale database
+connections let go of before and after (``close_old_connections``, what the request signals
+do for the database), ``SessionMiddleware`` and ``AuthenticationMiddleware``'s lazy
+``request.session`` and ``request.user`` when the site lists them, the endpoint's own Origin
+check and DRF authentication, ``got_request_exception`` and the ``django.request`` log for
+failures and 4xx/5xx answers. What it does not get: any other middleware, their
+``process_response`` (a session is not saved), the ``request_started`` and
+``request_finished`` signals (their other receivers, such as ``close_caches``, do not run),
+and Django's HTML error pages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import http
+import io
+import logging
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from typing import TYPE_CHECKING, Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.core.handlers.asgi import ASGIRequest, get_script_prefix
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import close_old_connections
+from django.http import HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
+from django.urls import Resolver404, ResolverMatch, get_resolver, set_script_prefix
+from django.utils.log import log_response
+from django.utils.module_loading import import_string
+
+from .protocol import jsonrpc
+from .transport import sse
+from .transport.http import Reply
+from .transport.views import Answer, Hooks, body_limit, failure, respond, too_large
+
+if TYPE_CHECKING:
+    from .server import Server
+
+__all__ = ["Route", "route"]
+
+Scope = MutableMapping[str, Any]
+# Loose on purpose: servers and frameworks each type their messages their own way.
+Receive = Callable[[], Awaitable[Any]]
+Send = Callable[[Any], Awaitable[None]]
+ASGIApp = Callable[[Any, Any, Any], Awaitable[None]]
+
+logger = logging.getLogger("django.request")
+
+#: The attribute ``Server.urls`` sets on the views it builds: the ``Server`` they serve.
+SERVER_ATTRIBUTE = "mcp_server"
+
+_SSE_HEADERS = [(name.lower().encode(), value.encode()) for name, value in sse.HEADERS.items()]
+_JSON = (b"content-type", b"application/json")
+#: What JsonResponse encodes with, made once (encode() keeps no state between calls).
+_ENCODER = DjangoJSONEncoder(ensure_ascii=False)
+
+
+def route(application: ASGIApp) -> Route:
+    """Serve mcp_app's endpoints directly, and every other request with ``application``."""
+    return Route(application)
+
+
+class Route:
+    """An ASGI application answering mcp_app endpoint requests itself (see the module)."""
+
+    def __init__(self, application: ASGIApp) -> None:
+        self.application = application
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            found = endpoint_at(scope)
+            if found is not None:
+                await _serve(found[0], found[1], scope, receive, send)
+                return
+        await self.application(scope, receive, send)
+
+
+def endpoint_at(scope: Scope) -> tuple[Server, ResolverMatch] | None:
+    """The server whose endpoint the request's path resolves to, and the match; else ``None``."""
+    # The path as Django resolves it: without the script prefix (root_path, FORCE_SCRIPT_NAME).
+    script_name = get_script_prefix(scope)
+    path: str = scope["path"]
+    path_info = path.removeprefix(script_name) if script_name else path
+    try:
+        return _resolve(settings.ROOT_URLCONF, path_info)
+    except Exception:
+        # A URLconf that does not load is for Django's handler to report.
+        return None
+
+
+@functools.lru_cache(maxsize=1024)
+def _resolve(urlconf: Any, path_info: str) -> tuple[Server, ResolverMatch] | None:
+    try:
+        match = get_resolver(urlconf).resolve(path_info)
+    except Resolver404:
+        return None
+    server = getattr(match.func, SERVER_ATTRIBUTE, None)
+    return None if server is None else (server, match)
+
+
+# -- one request ----------------------------------------------------------------------------
+
+
+class _TooLarge(Exception):
+    """The body went over the limit while being read."""
+
+
+class _Gone(Exception):
+    """The client disconnected before the request was whole."""
+
+
+async def _serve(
+    server: Server, match: ResolverMatch, scope: Scope, receive: Receive, send: Send
+) -> None:
+    try:
+        body = io.BytesIO()
+        request = ASGIRequest(scope, body)
+    except UnicodeDecodeError:
+        # As Django's handler answers a query string that is not UTF-8.
+        error = jsonrpc.InvalidRequest("Bad Request: the query string is not UTF-8")
+        await _send_reply(Reply(400, jsonrpc.error_response(None, error)), send, None)
+        _log(400, None, scope["path"])
+        return
+    request.resolver_match = match
+    try:
+        answer = await _answer(server, request, body, receive)
+    except _Gone:
+        return
+    except _TooLarge:
+        # Refused before the body was read to its end: the connection cannot be reused.
+        refusal = too_large()
+        refusal.headers["Connection"] = "close"
+        await _send_reply(refusal, send, request)
+        return
+    except Exception as exc:
+        response = await sync_to_async(failure, thread_sensitive=False)(exc, request)
+        answer = Answer(response=response)
+    if answer.stream is not None:
+        await _send_stream(answer, receive, send, request)
+    elif answer.response is not None:
+        await _send_response(answer.response, send)
+    else:
+        assert answer.reply is not None
+        # 4xx and 5xx answers were logged in the request's thread (_BareHooks.end).
+        await _send_reply(answer.reply, send, None)
+
+
+async def _answer(
+    server: Server, request: ASGIRequest, body: io.BytesIO, receive: Receive
+) -> Answer:
+    limit = body_limit()
+    try:
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        declared = 0
+    if declared > limit:
+        raise _TooLarge
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise _Gone
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise _TooLarge
+        body.write(chunk)
+        if not message.get("more_body", False):
+            break
+    body.seek(0)
+    if request.script_name:
+        # As Django's handler does, so reverse() in a handler honours it. Without one, "/"
+        # holds already: an ASGI server runs each request in a context of its own.
+        set_script_prefix(request.script_name)
+    return await respond(server, request, _HOOKS)
+
+
+class _BareHooks(Hooks):
+    """What Django's handler and the site's auth middleware would do, in the request's thread.
+
+    Stale database connections are let go of before and after (``close_old_connections``,
+    which is what ``request_started`` and ``request_finished`` do for the database); the
+    signals themselves are not sent.
+    """
+
+    def begin(self, request: HttpRequest) -> None:
+        close_old_connections()
+        for middleware in _auth_middleware(tuple(settings.MIDDLEWARE), settings.SESSION_ENGINE):
+            middleware.process_request(request)
+
+    def headers(self, request: HttpRequest) -> dict[str, str]:
+        # Straight from the scope, as no middleware changed META: the round trip through
+        # META and request.headers costs more. Names with an underscore are dropped and
+        # repeated ones joined, as Django does.
+        headers: dict[str, str] = {}
+        for raw_name, raw_value in getattr(request, "scope", {}).get("headers", ()):
+            name = raw_name.decode("latin1").lower()
+            if "_" in name:
+                continue
+            value = raw_value.decode("latin1")
+            headers[name] = f"{headers[name]},{value}" if name in headers else value
+        return headers
+
+    def end(self, request: HttpRequest, reply: Reply | None) -> None:
+        try:
+            if reply is not None and reply.call is None and reply.status >= 400:
+                _log(reply.status, request)
+        finally:
+            close_old_connections()
+
+
+_HOOKS = _BareHooks()
+
+
+def _log(status: int, request: HttpRequest | None, path: str = "") -> None:
+    """A 4xx (warning) or 5xx (error) answer in the ``django.request`` log, as Django logs it."""
+    log_response(
+        "%s: %s",
+        http.HTTPStatus(status).phrase,
+        request.path if request is not None else path,
+        response=HttpResponse(status=status),
+        request=request,
+    )
+
+
+def _unused(request: HttpRequest) -> HttpResponseBase:
+    raise AssertionError("only the middleware's process_request is used")
+
+
+@functools.lru_cache(maxsize=8)
+def _auth_middleware(paths: tuple[str, ...], session_engine: str) -> tuple[Any, ...]:
+    """The site's session and authentication middleware, in order, for their process_request.
+
+    Both only attach lazy objects (``request.session``, ``request.user``): a request
+    without a session cookie makes no query.
+    """
+    from django.contrib.sessions.middleware import SessionMiddleware
+
+    wanted: tuple[type, ...] = (SessionMiddleware,)
+    with contextlib.suppress(Exception):  # the auth app is not installed
+        from django.contrib.auth.middleware import AuthenticationMiddleware
+
+        wanted += (AuthenticationMiddleware,)
+    found = []
+    for path in paths:
+        try:
+            cls = import_string(path)
+        except ImportError:
+            continue
+        if isinstance(cls, type) and issubclass(cls, wanted):
+            middleware: Any = cls
+            found.append(middleware(_unused))
+    return tuple(found)
+
+
+# -- sending ----------------------------------------------------------------------------------
+
+
+def _latin1(headers: Iterable[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
+    return [(name.lower().encode("latin1"), value.encode("latin1")) for name, value in headers]
+
+
+async def _send_reply(reply: Reply, send: Send, request: HttpRequest | None) -> None:
+    """A JSON reply, encoded as ``to_response`` encodes it (``JsonResponse``)."""
+    if reply.body is None:
+        content = b""
+        headers = []
+    else:
+        content = _ENCODER.encode(reply.body).encode()
+        headers = [_JSON]
+    headers.append((b"content-length", str(len(content)).encode()))
+    if reply.headers:
+        headers += _latin1(reply.headers.items())
+    await send({"type": "http.response.start", "status": reply.status, "headers": headers})
+    await send({"type": "http.response.body", "body": content})
+    if request is not None and reply.status >= 400:
+        _log(reply.status, request)
+
+
+async def _send_response(response: HttpResponse, send: Send) -> None:
+    headers = _latin1(response.items())
+    headers.append((b"content-length", str(len(response.content)).encode()))
+    await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
+    await send({"type": "http.response.body", "body": response.content})
+
+
+async def _send_stream(answer: Answer, receive: Receive, send: Send, request: HttpRequest) -> None:
+    """An event stream until it ends or the client goes away, which ends (cancels) it."""
+    assert answer.stream is not None
+    chunks = answer.stream
+
+    async def write() -> None:
+        async with contextlib.aclosing(chunks):
+            async for chunk in chunks:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def disconnected() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+
+    await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+    writer = asyncio.ensure_future(write())
+    watcher = asyncio.ensure_future(disconnected())
+    try:
+        await asyncio.wait({writer, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        # Cancelling the writer closes the stream, whose ``finally`` cancels the call.
+        for task in (writer, watcher):
+            task.cancel()
+        results = await asyncio.gather(writer, watcher, return_exceptions=True)
+    for result in results:
+        if isinstance(result, Exception):
+            # The status is sent: nothing left to answer, only to report.
+            logger.error(
+                "Error streaming %s", request.path, exc_info=result, extra={"request": request}
+            )

@@ -1,0 +1,604 @@
+"""``mcp_app.asgi.route``: the endpoint served straight from ASGI, everything else by Django.
+
+Each test drives the application by hand, as an ASGI server would: a scope, ``receive``
+giving the body (then, once the test says so, ``http.disconnect``) and ``send`` collecting
+what goes out, so event streams are read as they are sent. Each exchange runs in a loop of
+its own (``asyncio.run``), whose pool threads have finished when it returns; every wait is
+bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from asgiref.sync import SyncToAsync
+from django.contrib.auth import get_user_model
+from django.contrib.sessions.backends.db import SessionStore
+from django.core.asgi import get_asgi_application
+from django.core.signals import got_request_exception
+from django.test import Client
+from django.urls import path
+from rest_framework.authtoken.models import Token
+
+import mcp_app
+from mcp_app.asgi import Route, route
+from mcp_app.delivery import backend
+from mcp_app.protocol.context import RequestContext
+from mcp_app.transport.http import Call
+from project.urls import urlpatterns as site_patterns
+from tests.conftest import modern_request
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.urls(__name__)]
+
+WAIT = 10.0  # seconds any exchange may take
+JSON = dict[str, Any]
+BEARER = "mcp_app.auth.BearerTokenAuthentication"
+AUTHENTICATED = "rest_framework.permissions.IsAuthenticated"
+LEGACY = "2025-11-25"
+
+# -- a server of this module, beside the demo site's --------------------------------------------
+
+extra = mcp_app.Server("asgi-tests", rows=False)
+
+
+@extra.resource("test://broken", name="broken", mime_type="text/plain")
+def broken(context: RequestContext) -> str:
+    raise RuntimeError("the disk is on fire")
+
+
+@extra.tool(name="whoami")
+def whoami(arguments: JSON, context: RequestContext) -> str:
+    user = context.user
+    return user.get_username() if user.is_authenticated else "anonymous"
+
+
+urlpatterns = [*site_patterns, path("extra/mcp", extra.urls)]
+
+
+# -- driving the application ---------------------------------------------------------------------
+
+
+@dataclass
+class Exchange:
+    """One request through the application: what it was sent, what it sent back."""
+
+    chunks: list[bytes]
+    sent: list[JSON] = field(default_factory=list)
+    reads: int = 0
+    gone: asyncio.Event = field(default_factory=asyncio.Event)
+    body_sent: asyncio.Event = field(default_factory=asyncio.Event)
+
+    #: The client goes away after the last chunk, which announced more.
+    truncated: bool = False
+
+    async def receive(self) -> JSON:
+        if self.reads < len(self.chunks):
+            self.reads += 1
+            more = self.truncated or self.reads < len(self.chunks)
+            return {"type": "http.request", "body": self.chunks[self.reads - 1], "more_body": more}
+        if not self.truncated:
+            await self.gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(self, message: JSON) -> None:
+        self.sent.append(message)
+        if message["type"] == "http.response.body":
+            self.body_sent.set()
+            if not message.get("more_body", False):
+                # As a server does once the response is complete.
+                self.gone.set()
+
+    def disconnect(self) -> None:
+        self.gone.set()
+
+    @property
+    def status(self) -> int:
+        return int(self.sent[0]["status"])
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {k.decode().lower(): v.decode() for k, v in self.sent[0].get("headers", [])}
+
+    @property
+    def body(self) -> bytes:
+        return b"".join(m.get("body", b"") for m in self.sent[1:])
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+    def messages(self) -> list[JSON]:
+        """The JSON-RPC messages of an event stream, in order."""
+        lines = self.body.decode().splitlines()
+        return [json.loads(line[6:]) for line in lines if line.startswith("data: {")]
+
+
+def scope(
+    method: str,
+    path_: str,
+    headers: dict[str, str],
+    *,
+    host: str = "localhost",
+    root_path: str = "",
+    kind: str = "http",
+) -> JSON:
+    raw = [(b"host", host.encode())] + [
+        (k.lower().encode(), v.encode()) for k, v in headers.items()
+    ]
+    return {
+        "type": kind,
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": root_path + path_,
+        "raw_path": (root_path + path_).encode(),
+        "root_path": root_path,
+        "query_string": b"",
+        "headers": raw,
+        "client": ("127.0.0.1", 50000),
+        "server": ("localhost", 80),
+    }
+
+
+@pytest.fixture(scope="module")
+def app() -> Route:
+    return route(get_asgi_application())
+
+
+Driver = Callable[..., Exchange]
+
+
+def exchange(
+    application: Any,
+    method: str = "POST",
+    path_: str = "/mcp",
+    body: bytes = b"",
+    headers: dict[str, str] | None = None,
+    *,
+    chunks: list[bytes] | None = None,
+    content_length: bool = True,
+    during: Callable[[Exchange], Any] | None = None,
+    **scope_kw: Any,
+) -> Exchange:
+    """Send one request; ``during(exchange)`` (a coroutine function) runs alongside it."""
+    headers = dict(headers or {})
+    if content_length and chunks is None and method == "POST":
+        headers["Content-Length"] = str(len(body))
+    done = Exchange(chunks if chunks is not None else [body])
+
+    async def main() -> None:
+        served = application(scope(method, path_, headers, **scope_kw), done.receive, done.send)
+        if during is None:
+            await asyncio.wait_for(served, WAIT)
+        else:
+            await asyncio.wait_for(asyncio.gather(served, during(done)), WAIT)
+
+    asyncio.run(main())
+    return done
+
+
+def mcp_call(
+    application: Any,
+    method: str,
+    params: JSON | None = None,
+    *,
+    path_: str = "/mcp",
+    headers: dict[str, str] | None = None,
+    meta: JSON | None = None,
+    **kw: Any,
+) -> Exchange:
+    """A 2026-07-28 request with the headers the wire requires."""
+    body, wire = modern_request(method, params, meta=meta)
+    wire = {"Content-Type": "application/json", **wire, **(headers or {})}
+    return exchange(application, "POST", path_, json.dumps(body).encode(), wire, **kw)
+
+
+@pytest.fixture
+def mcp(settings: Any) -> Callable[..., None]:
+    """Set ``MCP_APP`` keys for one test."""
+
+    def configure(**values: Any) -> None:
+        settings.MCP_APP = {**settings.MCP_APP, **values}
+
+    return configure
+
+
+@pytest.fixture
+def exceptions() -> Iterator[list[Any]]:
+    """The requests ``got_request_exception`` was sent for."""
+    found: list[Any] = []
+
+    def receiver(sender: Any, request: Any = None, **kwargs: Any) -> None:
+        found.append((sender, request))
+
+    got_request_exception.connect(receiver)
+    yield found
+    got_request_exception.disconnect(receiver)
+
+
+# -- a call ----------------------------------------------------------------------------------------
+
+
+def test_a_tool_call_is_answered_as_plain_json(app: Route) -> None:
+    done = mcp_call(app, "tools/call", {"name": "add", "arguments": {"numbers": [1, 2]}})
+    assert done.status == 200
+    assert done.headers["content-type"] == "application/json"
+    assert int(done.headers["content-length"]) == len(done.body)
+    answer = done.json()
+    assert answer["id"] == 1
+    assert answer["result"]["structuredContent"] == {"sum": 3}
+    # The site's middleware did not run: no SecurityMiddleware or XFrameOptions headers.
+    assert "x-frame-options" not in done.headers
+    assert "x-content-type-options" not in done.headers
+
+
+def test_a_plain_call_makes_exactly_one_thread_hop(
+    app: Route, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hops: list[Any] = []
+    original = SyncToAsync.__call__
+
+    async def counted(self: SyncToAsync[Any, Any], *args: Any, **kwargs: Any) -> Any:
+        hops.append(self.func)
+        return await original(self, *args, **kwargs)
+
+    monkeypatch.setattr(SyncToAsync, "__call__", counted)
+    done = mcp_call(app, "tools/call", {"name": "add", "arguments": {"numbers": [4, 5]}})
+    assert done.json()["result"]["structuredContent"] == {"sum": 9}
+    assert len(hops) == 1, hops
+
+
+def test_the_django_view_makes_one_hop_of_its_own_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    hops: list[Any] = []
+    original = SyncToAsync.__call__
+
+    async def counted(self: SyncToAsync[Any, Any], *args: Any, **kwargs: Any) -> Any:
+        hops.append(getattr(self.func, "__module__", ""))
+        return await original(self, *args, **kwargs)
+
+    monkeypatch.setattr(SyncToAsync, "__call__", counted)
+    # Django's own handler, without the route: it makes hops of its own besides the view's.
+    done = mcp_call(
+        get_asgi_application(), "tools/call", {"name": "add", "arguments": {"numbers": [1]}}
+    )
+    assert done.json()["result"]["structuredContent"] == {"sum": 1}
+    assert "x-content-type-options" in done.headers  # the site's middleware ran
+    assert hops.count("mcp_app.transport.views") == 1, hops
+
+
+def test_the_endpoint_path_resolves_with_or_without_a_slash_and_under_a_root_path(
+    app: Route,
+) -> None:
+    for path_, root_path in (("/mcp/", ""), ("/mcp", "/prefix")):
+        done = mcp_call(app, "tools/list", path_=path_, root_path=root_path)
+        assert done.status == 200, (path_, root_path, done.body)
+        assert "x-content-type-options" not in done.headers  # served by the route, not Django
+
+
+def test_force_script_name_is_taken_off_the_path(app: Route, settings: Any) -> None:
+    settings.FORCE_SCRIPT_NAME = "/prefix"
+    for path_ in ("/prefix/mcp", "/mcp"):
+        done = mcp_call(app, "tools/list", path_=path_)
+        assert done.status == 200, (path_, done.body)
+        assert "x-content-type-options" not in done.headers
+
+
+def test_a_second_server_is_served_at_its_own_path(app: Route) -> None:
+    done = mcp_call(app, "tools/call", {"name": "whoami", "arguments": {}}, path_="/extra/mcp")
+    assert done.json()["result"]["content"][0]["text"] == "anonymous"
+
+
+# -- refusals --------------------------------------------------------------------------------------
+
+
+def test_a_disallowed_host_is_refused_with_a_json_rpc_403(app: Route) -> None:
+    done = mcp_call(app, "tools/list", host="evil.example.com")
+    assert done.status == 403
+    assert done.json() == {
+        "jsonrpc": "2.0",
+        "error": {"code": -32600, "message": "Host not allowed"},
+    }
+
+
+def test_a_foreign_origin_is_refused_with_a_json_rpc_403(app: Route) -> None:
+    done = mcp_call(app, "tools/list", headers={"Origin": "http://evil.example.com"})
+    assert done.status == 403
+    assert done.json()["error"] == {"code": -32600, "message": "Origin not allowed"}
+
+
+def test_a_body_declared_too_large_is_refused_unread(app: Route, mcp: Any) -> None:
+    mcp(MAX_BODY_BYTES=1000)
+    done = exchange(app, body=b"x" * 5000, headers={"Content-Type": "application/json"})
+    assert done.status == 413
+    assert done.json()["error"] == {"code": -32600, "message": "Request body over 1000 bytes"}
+    assert done.reads == 0
+    assert done.headers["connection"] == "close"
+
+
+def test_djangos_smaller_upload_limit_counts_too(app: Route, settings: Any) -> None:
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 500
+    done = exchange(app, body=b"x" * 600, headers={"Content-Type": "application/json"})
+    assert done.status == 413
+    assert done.json()["error"]["message"] == "Request body over 500 bytes"
+    assert done.reads == 0
+
+
+def test_a_streamed_body_is_refused_once_it_passes_the_limit(app: Route, mcp: Any) -> None:
+    mcp(MAX_BODY_BYTES=1000)
+    chunks = [b"x" * 600] * 3
+    done = exchange(app, chunks=chunks, headers={"Content-Type": "application/json"})
+    assert done.status == 413
+    assert done.json()["error"]["message"] == "Request body over 1000 bytes"
+    assert done.reads == 2  # the third chunk is never read
+
+
+def test_a_client_gone_before_its_body_ended_gets_nothing(app: Route) -> None:
+    done = Exchange([b'{"jsonrpc": '])
+    done.truncated = True
+    headers = {"Content-Type": "application/json", "Content-Length": "100"}
+
+    async def main() -> None:
+        await asyncio.wait_for(app(scope("POST", "/mcp", headers), done.receive, done.send), WAIT)
+
+    asyncio.run(main())
+    assert done.sent == []
+
+
+# -- authentication --------------------------------------------------------------------------------
+
+
+def test_drf_token_authentication_admits_a_token_and_refuses_its_absence(
+    app: Route, mcp: Any
+) -> None:
+    mcp(AUTHENTICATION_CLASSES=[BEARER], PERMISSION_CLASSES=[AUTHENTICATED])
+    ada = get_user_model().objects.create_user("ada", "ada@example.com", None)
+    key = Token.objects.create(user=ada).key
+    admitted = mcp_call(
+        app,
+        "tools/call",
+        {"name": "whoami", "arguments": {}},
+        path_="/extra/mcp",
+        headers={"Authorization": f"Bearer {key}"},
+    )
+    assert admitted.status == 200
+    assert admitted.json()["result"]["content"][0]["text"] == "ada"
+
+    refused = mcp_call(app, "tools/list", path_="/extra/mcp")
+    assert refused.status == 401
+    assert refused.headers["www-authenticate"] == (
+        'Bearer resource_metadata="http://localhost/.well-known/oauth-protected-resource/extra/mcp"'
+    )
+    assert refused.json()["error"]["message"] == "Authentication credentials were not provided"
+
+    forged = mcp_call(app, "tools/list", path_="/extra/mcp", headers={"Authorization": "Bearer x"})
+    assert forged.status == 401
+    assert 'error="invalid_token"' in forged.headers["www-authenticate"]
+
+
+def test_without_authentication_classes_the_session_user_counts(
+    app: Route, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loads: list[Any] = []
+    original = SessionStore.load
+
+    def load(self: SessionStore) -> Any:
+        loads.append(self.session_key)
+        return original(self)
+
+    monkeypatch.setattr(SessionStore, "load", load)
+    # No session cookie: the lazy user is anonymous, and no session was read.
+    anonymous = mcp_call(app, "tools/call", {"name": "whoami", "arguments": {}}, path_="/extra/mcp")
+    assert anonymous.json()["result"]["content"][0]["text"] == "anonymous"
+    assert loads == []
+
+    grace = get_user_model().objects.create_user("grace", "grace@example.com", None)
+    browser = Client()
+    browser.force_login(grace)
+    cookie = f"sessionid={browser.cookies['sessionid'].value}"
+    loads.clear()
+    logged_in = mcp_call(
+        app,
+        "tools/call",
+        {"name": "whoami", "arguments": {}},
+        path_="/extra/mcp",
+        headers={"Cookie": cookie},
+    )
+    assert logged_in.json()["result"]["content"][0]["text"] == "grace"
+    assert len(loads) == 1
+
+
+# -- failures --------------------------------------------------------------------------------------
+
+
+def test_a_failing_handler_is_a_json_rpc_500_and_reported(
+    app: Route, exceptions: list[Any]
+) -> None:
+    done = mcp_call(app, "resources/read", {"uri": "test://broken"}, path_="/extra/mcp")
+    assert done.status == 500
+    assert done.json() == {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "error": {"code": -32603, "message": "Internal error"},
+    }
+    assert b"disk is on fire" not in done.body
+    assert len(exceptions) == 1 and exceptions[0][1].path == "/extra/mcp"
+
+
+def test_an_exception_outside_any_handler_is_reported_as_django_reports_one(
+    app: Route,
+    exceptions: list[Any],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def handle(incoming: Any) -> Any:
+        raise RuntimeError("the catalog is gone")
+
+    monkeypatch.setattr(extra.endpoint, "handle", handle)
+    with caplog.at_level(logging.ERROR, logger="django.request"):
+        done = mcp_call(app, "tools/list", path_="/extra/mcp")
+    assert done.status == 500
+    assert done.json() == {"jsonrpc": "2.0", "error": {"code": -32603, "message": "Internal error"}}
+    assert b"Traceback" not in done.body and b"catalog is gone" not in done.body
+    assert exceptions == [(None, exceptions[0][1])]
+    record = next(r for r in caplog.records if r.name == "django.request")
+    assert record.getMessage() == "Internal Server Error: /extra/mcp"
+    assert record.exc_info is not None and str(record.exc_info[1]) == "the catalog is gone"
+    assert record.status_code == 500  # type: ignore[attr-defined]
+
+
+def test_refusals_are_logged_as_django_logs_4xx(
+    app: Route, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="django.request"):
+        mcp_call(app, "tools/list", headers={"Origin": "http://evil.example.com"})
+    assert [r.getMessage() for r in caplog.records if r.name == "django.request"] == [
+        "Forbidden: /mcp"
+    ]
+
+
+# -- streams ---------------------------------------------------------------------------------------
+
+
+def test_a_call_with_progress_streams_its_events(app: Route) -> None:
+    done = mcp_call(
+        app, "tools/call", {"name": "test_tool_with_progress"}, meta={"progressToken": "p1"}
+    )
+    assert done.status == 200
+    assert done.headers["content-type"] == "text/event-stream"
+    assert done.headers["x-accel-buffering"] == "no"
+    messages = done.messages()
+    progress = [m["params"]["progress"] for m in messages if m.get("method")]
+    assert progress == [0, 50, 100]
+    assert messages[-1]["id"] == 1
+    assert messages[-1]["result"]["content"][0]["text"].startswith("Progress test completed")
+    assert done.sent[-1] == {"type": "http.response.body", "body": b""}
+
+
+def test_a_client_that_goes_away_cancels_its_call(
+    app: Route, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cancelled: list[Call] = []
+    original = Call.cancel
+
+    def cancel(self: Call) -> None:
+        cancelled.append(self)
+        original(self)
+
+    monkeypatch.setattr(Call, "cancel", cancel)
+
+    async def leave_after_the_first_event(done: Exchange) -> None:
+        await done.body_sent.wait()
+        done.disconnect()
+
+    done = mcp_call(
+        app,
+        "tools/call",
+        {"name": "test_tool_with_progress"},
+        meta={"progressToken": "p2"},
+        during=leave_after_the_first_event,
+    )
+    assert done.headers["content-type"] == "text/event-stream"
+    assert len(done.messages()) < 4  # the final result never went out
+    assert len(cancelled) == 1 and cancelled[0].ctx.cancelled.is_set()
+
+
+def test_a_listen_stream_stays_open_until_the_client_goes_away(app: Route, mcp: Any) -> None:
+    mcp(KEEPALIVE_SECONDS=0.05)
+    channel = mcp_app.site.channel("lists")
+    seen: list[int] = []
+
+    async def leave_once_kept_alive(done: Exchange) -> None:
+        while b": keep-alive" not in done.body:
+            await asyncio.sleep(0.01)
+        seen.append(backend().subscriber_count(channel))  # type: ignore[attr-defined]
+        done.disconnect()
+
+    done = mcp_call(
+        app,
+        "subscriptions/listen",
+        {"notifications": {"toolsListChanged": True}},
+        during=leave_once_kept_alive,
+    )
+    assert done.status == 200 and done.headers["content-type"] == "text/event-stream"
+    assert done.messages()[0]["method"] == "notifications/subscriptions/acknowledged"
+    assert seen == [1]
+    assert backend().subscriber_count(channel) == 0  # type: ignore[attr-defined]
+
+
+def test_an_initialize_era_session_calls_a_tool(app: Route) -> None:
+    accept = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": LEGACY,
+            "capabilities": {},
+            "clientInfo": {"name": "asgi-tests", "version": "1"},
+        },
+    }
+    opened = exchange(app, body=json.dumps(initialize).encode(), headers=accept)
+    assert opened.status == 200, opened.body
+    assert opened.json()["result"]["protocolVersion"] == LEGACY
+    session = {**accept, "Mcp-Session-Id": opened.headers["mcp-session-id"]}
+    session["MCP-Protocol-Version"] = LEGACY
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert exchange(app, body=json.dumps(initialized).encode(), headers=session).status == 202
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "add", "arguments": {"numbers": [2, 3]}},
+    }
+    done = exchange(app, body=json.dumps(call).encode(), headers=session)
+    assert done.status == 200
+    answer = (
+        done.json() if done.headers["content-type"] == "application/json" else done.messages()[-1]
+    )
+    assert answer["result"]["structuredContent"] == {"sum": 5}
+
+
+# -- everything else goes to Django ----------------------------------------------------------------
+
+
+def test_other_paths_are_served_by_django(app: Route) -> None:
+    done = exchange(app, "GET", "/admin/login/")
+    assert done.status == 200
+    assert done.headers["content-type"].startswith("text/html")
+    assert b"Django" in done.body
+    # The site's middleware ran for it.
+    assert done.headers["x-content-type-options"] == "nosniff"
+
+
+def test_the_oauth_metadata_beside_the_endpoint_is_served_by_django(app: Route) -> None:
+    done = exchange(app, "GET", "/.well-known/oauth-protected-resource/mcp")
+    assert done.status == 200
+    assert done.json()["resource"] == "http://localhost/mcp"
+
+
+@pytest.mark.parametrize("kind", ["lifespan", "websocket"])
+def test_lifespan_and_websockets_go_to_the_wrapped_application(kind: str) -> None:
+    seen: list[str] = []
+
+    async def inner(scope: Any, receive: Any, send: Any) -> None:
+        seen.append(scope["type"])
+
+    async def main() -> None:
+        await route(inner)(scope("GET", "/mcp", {}, kind=kind), _never, _ignore)
+
+    asyncio.run(main())
+    assert seen == [kind]
+
+
+async def _never() -> JSON:
+    raise AssertionError("the route read a message it should have passed on")
+
+
+async def _ignore(message: JSON) -> None:
+    raise AssertionError("the route sent a message it should have passed on")
