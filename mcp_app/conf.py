@@ -1,10 +1,16 @@
-"""Typed access to the ``MCP_APP`` settings dict, read on every access so ``override_settings`` works."""
+"""Typed access to the ``MCP_APP`` settings dict.
+
+The dict is read once and read again whenever Django announces a change of it
+(``setting_changed``: ``override_settings``, pytest-django's ``settings`` fixture): a request
+reads a dozen settings, and each read of ``django.conf.settings`` goes through its lazy proxy.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.conf import settings
+from django.core.signals import setting_changed
 
 DEFAULTS: dict[str, Any] = {
     # Origins allowed besides the request's own host; "*" allows any.
@@ -87,9 +93,19 @@ DEFAULTS: dict[str, Any] = {
 class Settings:
     """One property per setting; values come from ``settings.MCP_APP`` or the defaults."""
 
+    _values: dict[str, Any] | None = None
+
     def _get(self, name: str) -> Any:
-        overrides = getattr(settings, "MCP_APP", None) or {}
-        return overrides.get(name, DEFAULTS[name])
+        values = self._values
+        if values is None:
+            overrides = getattr(settings, "MCP_APP", None) or {}
+            values = {**DEFAULTS, **overrides} if isinstance(overrides, dict) else dict(DEFAULTS)
+            self._values = values
+        return values[name]
+
+    def reload(self) -> None:
+        """Read ``settings.MCP_APP`` again on the next access."""
+        self._values = None
 
     @property
     def ALLOWED_ORIGINS(self) -> list[str]:
@@ -245,3 +261,11 @@ class Settings:
 
 
 conf = Settings()
+
+
+def _reload(*, setting: str, **kwargs: Any) -> None:
+    if setting == "MCP_APP":
+        conf.reload()
+
+
+setting_changed.connect(_reload, dispatch_uid="mcp_app.conf.reload")

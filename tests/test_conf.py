@@ -150,3 +150,16 @@ def test_atomic_unset_follows_the_databases_atomic_requests(atomic_requests: boo
             assert conf.ATOMIC is (not atomic_requests)
     finally:
         database["ATOMIC_REQUESTS"] = before
+
+
+def test_the_dict_is_read_once_until_django_announces_a_change() -> None:
+    values = {"KEEPALIVE_SECONDS": 3}
+    with override_settings(MCP_APP=values):
+        assert conf.KEEPALIVE_SECONDS == 3.0
+        values["KEEPALIVE_SECONDS"] = 4  # changed behind Django's back: not announced
+        assert conf.KEEPALIVE_SECONDS == 3.0
+        conf.reload()
+        assert conf.KEEPALIVE_SECONDS == 4.0
+        with override_settings(MCP_APP={"KEEPALIVE_SECONDS": 5}):
+            assert conf.KEEPALIVE_SECONDS == 5.0
+        assert conf.KEEPALIVE_SECONDS == 4.0
