@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import secrets
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -32,9 +33,13 @@ class StreamLog:
     def __init__(self, server: Server, session_id: str) -> None:
         self.server = server
         self.session_id = session_id
-        self.stream = secrets.token_hex(8)
         self.seq = 0
         self.opened = False
+
+    @functools.cached_property
+    def stream(self) -> str:
+        """The stream's random id, made when first needed: most calls never stream."""
+        return secrets.token_hex(8)
 
     @property
     def channel(self) -> str:
