@@ -11,10 +11,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import threading
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from asgiref.sync import sync_to_async
 from django.core.exceptions import DisallowedHost, RequestDataTooBig
@@ -32,6 +31,7 @@ from . import sse
 from .http import Call, Incoming, Reply
 from .pipe import Empty, Pipe
 from .sse import Event
+from .workers import workers
 
 if TYPE_CHECKING:
     from ..server import Server
@@ -286,8 +286,10 @@ def _finished(first: asyncio.Future[Item], task: asyncio.Future[Item | None]) ->
 
 
 _DJANGO_HOOKS = Hooks()
-# Made once: building the wrapper inspects the function, every time.
-_serve_in_thread = sync_to_async(_serve, thread_sensitive=False)
+# Made once: building the wrapper inspects the function, every time. On the growing pool: a
+# call waiting for a client's answer holds its thread, and the answer must not queue behind it.
+# (asgiref types the executor as a ThreadPoolExecutor; it only calls submit.)
+_serve_in_thread = sync_to_async(_serve, thread_sensitive=False, executor=cast(Any, workers))
 
 
 async def respond(server: Server, request: HttpRequest, hooks: Hooks = _DJANGO_HOOKS) -> Answer:
@@ -471,7 +473,7 @@ def sync_view(server: Server) -> Callable[..., HttpResponseBase]:
 
 def _stream_sync_call(call: Call) -> HttpResponseBase:
     items = Pipe()
-    threading.Thread(target=_run, args=(call, items.put), daemon=True).start()
+    workers.submit(_run, call, items.put)
     kind, payload = items.get()
     plain = _first_response(call, kind, payload)
     if plain is not None:

@@ -12,7 +12,7 @@ import contextvars
 import queue
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Executor, Future
 from typing import Any, TypeVar
 
 __all__ = ["Workers", "workers"]
@@ -46,16 +46,21 @@ class _Thread:
             self.pool._idle(self)
 
 
-class Workers:
-    """Run functions on reused threads; never queues behind a busy thread."""
+class Workers(Executor):
+    """Run functions on reused threads; never queues behind a busy thread.
+
+    An ``Executor``, so ``asgiref``'s ``sync_to_async(..., executor=workers)`` and
+    ``loop.run_in_executor`` take it.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._free: list[_Thread] = []
         self.started = 0
 
-    def submit(self, function: Callable[..., T], *args: Any) -> Future[T]:
-        """Run ``function(*args)`` on a free thread (a new one if none is), in the caller's context."""
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        """Run ``fn(*args, **kwargs)`` on a free thread (a new one if none is), in the caller's
+        context."""
         future: Future[T] = Future()
         context = contextvars.copy_context()
 
@@ -63,7 +68,7 @@ class Workers:
             if not future.set_running_or_notify_cancel():
                 return
             try:
-                result = context.run(function, *args)
+                result = context.run(fn, *args, **kwargs)
             except BaseException as exc:
                 future.set_exception(exc)
             else:
