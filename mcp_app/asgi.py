@@ -39,7 +39,6 @@ from typing import TYPE_CHECKING, Any
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest, get_script_prefix
-from django.core.serializers.json import DjangoJSONEncoder
 from django.db import close_old_connections
 from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
@@ -50,7 +49,7 @@ from django.utils.module_loading import import_string
 from .protocol import jsonrpc
 from .transport import sse
 from .transport.http import Reply
-from .transport.views import Answer, Hooks, body_limit, failure, respond, too_large
+from .transport.views import ENCODER, Answer, Hooks, body_limit, failure, respond, too_large
 
 if TYPE_CHECKING:
     from .server import Server
@@ -70,8 +69,6 @@ SERVER_ATTRIBUTE = "mcp_server"
 
 _SSE_HEADERS = [(name.lower().encode(), value.encode()) for name, value in sse.HEADERS.items()]
 _JSON = (b"content-type", b"application/json")
-#: What JsonResponse encodes with, made once (encode() keeps no state between calls).
-_ENCODER = DjangoJSONEncoder(ensure_ascii=False)
 
 
 def route(application: ASGIApp) -> Route:
@@ -285,7 +282,7 @@ async def _send_reply(reply: Reply, send: Send, request: HttpRequest | None) -> 
         content = b""
         headers = []
     else:
-        content = _ENCODER.encode(reply.body).encode()
+        content = ENCODER.encode(reply.body).encode()
         headers = [_JSON]
     headers.append((b"content-length", str(len(content)).encode()))
     if reply.headers:

@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from asgiref.sync import sync_to_async
 from django.core.exceptions import DisallowedHost, RequestDataTooBig
+from django.core.serializers.json import DjangoJSONEncoder
 from django.core.signals import got_request_exception
 from django.db import close_old_connections
-from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.utils.log import log_response
 from django.views.decorators.csrf import csrf_exempt
@@ -110,7 +111,7 @@ def incoming(
         return too_large()
     return Incoming(
         method=request.method or "GET",
-        headers={k.lower(): v for k, v in request.headers.items()} if headers is None else headers,
+        headers=meta_headers(request.META) if headers is None else headers,
         body=body,
         host=host,
         scheme=request.scheme or "http",
@@ -119,12 +120,32 @@ def incoming(
     )
 
 
+#: What JsonResponse encodes with, made once (encode() keeps no state between calls).
+ENCODER = DjangoJSONEncoder(ensure_ascii=False)
+_UNPREFIXED = {"CONTENT_TYPE": "content-type", "CONTENT_LENGTH": "content-length"}
+
+
+def meta_headers(meta: dict[str, Any]) -> dict[str, str]:
+    """The request's headers by lower-case name, as ``request.headers`` has them, from META.
+
+    Made directly: building ``request.headers`` title-cases every name first.
+    """
+    headers: dict[str, str] = {}
+    for key, value in meta.items():
+        if key.startswith("HTTP_"):
+            headers[key[5:].replace("_", "-").lower()] = value
+        elif key in _UNPREFIXED:
+            headers[_UNPREFIXED[key]] = value
+    return headers
+
+
 def to_response(reply: Reply) -> HttpResponse:
+    """The reply as Django's ``JsonResponse`` would send it."""
     if reply.body is None:
         response = HttpResponse(status=reply.status)
     else:
-        response = JsonResponse(
-            reply.body, status=reply.status, safe=False, json_dumps_params={"ensure_ascii": False}
+        response = HttpResponse(
+            ENCODER.encode(reply.body), content_type="application/json", status=reply.status
         )
     for name, value in reply.headers.items():
         response[name] = value

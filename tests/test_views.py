@@ -1,0 +1,50 @@
+"""The Django views' helpers: headers read from META, replies encoded as JsonResponse would."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.http import JsonResponse
+from django.test import RequestFactory
+
+from mcp_app.transport.http import Reply
+from mcp_app.transport.views import meta_headers, to_response
+
+
+def test_headers_from_meta_are_request_headers_by_lower_case_name() -> None:
+    request = RequestFactory().post(
+        "/mcp",
+        data=b"{}",
+        content_type="application/json",
+        HTTP_MCP_PROTOCOL_VERSION="2026-07-28",
+        HTTP_MCP_PARAM_X_REGION="eu",
+        HTTP_AUTHORIZATION="Bearer t",
+    )
+    request.META["SERVER_NAME"] = "not a header"
+    expected = {name.lower(): value for name, value in request.headers.items()}
+    assert meta_headers(request.META) == expected
+    assert expected["mcp-param-x-region"] == "eu"
+    assert expected["content-type"] == "application/json"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"jsonrpc": "2.0", "id": 1, "result": {"text": "héllo ✓", "n": 1.5, "ok": True}},
+        [{"jsonrpc": "2.0", "id": 2, "result": {}}],
+    ],
+)
+def test_a_reply_is_the_bytes_jsonresponse_sends(body: Any) -> None:
+    response = to_response(Reply(202, body, headers={"Mcp-Session-Id": "abc"}))
+    expected = JsonResponse(body, status=202, safe=False, json_dumps_params={"ensure_ascii": False})
+    assert response.content == expected.content
+    assert response.status_code == 202
+    assert response["Content-Type"] == expected["Content-Type"]
+    assert response["Mcp-Session-Id"] == "abc"
+
+
+def test_a_reply_without_body_is_empty() -> None:
+    response = to_response(Reply(202))
+    assert response.status_code == 202
+    assert response.content == b""
