@@ -31,6 +31,7 @@ from mcp_app.asgi import Route, route
 from mcp_app.delivery import backend
 from mcp_app.protocol.context import RequestContext
 from mcp_app.transport.http import Call
+from mcp_app.transport.workers import workers
 from project.urls import urlpatterns as site_patterns
 from tests.conftest import modern_request
 
@@ -238,38 +239,66 @@ def test_a_tool_call_is_answered_as_plain_json(app: Route) -> None:
     assert "x-content-type-options" not in done.headers
 
 
+class Hops:
+    """Counts thread hops: tasks given to the call pool, and asgiref's sync_to_async calls."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.pool: list[Any] = []
+        self.asgiref: list[str] = []
+        run, call = workers.run, SyncToAsync.__call__
+
+        def pool_run(fn: Any) -> None:
+            self.pool.append(fn)
+            run(fn)
+
+        async def counted(this: SyncToAsync[Any, Any], *args: Any, **kwargs: Any) -> Any:
+            self.asgiref.append(getattr(this.func, "__module__", ""))
+            return await call(this, *args, **kwargs)
+
+        monkeypatch.setattr(workers, "run", pool_run)
+        monkeypatch.setattr(SyncToAsync, "__call__", counted)
+
+
 def test_a_plain_call_makes_exactly_one_thread_hop(
     app: Route, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    hops: list[Any] = []
-    original = SyncToAsync.__call__
-
-    async def counted(self: SyncToAsync[Any, Any], *args: Any, **kwargs: Any) -> Any:
-        hops.append(self.func)
-        return await original(self, *args, **kwargs)
-
-    monkeypatch.setattr(SyncToAsync, "__call__", counted)
+    hops = Hops(monkeypatch)
     done = mcp_call(app, "tools/call", {"name": "add", "arguments": {"numbers": [4, 5]}})
     assert done.json()["result"]["structuredContent"] == {"sum": 9}
-    assert len(hops) == 1, hops
+    assert len(hops.pool) == 1, hops.pool
+    assert hops.asgiref == []
 
 
 def test_the_django_view_makes_one_hop_of_its_own_too(monkeypatch: pytest.MonkeyPatch) -> None:
-    hops: list[Any] = []
-    original = SyncToAsync.__call__
-
-    async def counted(self: SyncToAsync[Any, Any], *args: Any, **kwargs: Any) -> Any:
-        hops.append(getattr(self.func, "__module__", ""))
-        return await original(self, *args, **kwargs)
-
-    monkeypatch.setattr(SyncToAsync, "__call__", counted)
+    hops = Hops(monkeypatch)
     # Django's own handler, without the route: it makes hops of its own besides the view's.
     done = mcp_call(
         get_asgi_application(), "tools/call", {"name": "add", "arguments": {"numbers": [1]}}
     )
     assert done.json()["result"]["structuredContent"] == {"sum": 1}
     assert "x-content-type-options" in done.headers  # the site's middleware ran
-    assert hops.count("mcp_app.transport.views") == 1, hops
+    assert len(hops.pool) == 1, hops.pool
+    assert "mcp_app.transport.views" not in hops.asgiref
+
+
+def test_an_async_handler_runs_on_the_requests_event_loop(app: Route) -> None:
+    loops: list[Any] = []
+
+    async def where(arguments: dict[str, Any], ctx: Any) -> str:
+        loops.append(("handler", asyncio.get_running_loop()))
+        return "here"
+
+    async def beside(done: Exchange) -> None:
+        loops.append(("request", asyncio.get_running_loop()))
+
+    mcp_app.site.add_tool(where, name="where-am-i")
+    try:
+        done = mcp_call(app, "tools/call", {"name": "where-am-i", "arguments": {}}, during=beside)
+    finally:
+        mcp_app.site.remove_tool("where-am-i")
+    assert done.json()["result"]["content"][0]["text"] == "here"
+    found = dict(loops)
+    assert found["handler"] is found["request"]
 
 
 def test_the_endpoint_path_resolves_with_or_without_a_slash_and_under_a_root_path(

@@ -9,13 +9,15 @@ requests through the same ``respond`` without Django's handler in front.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
+import os
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import SyncToAsync, sync_to_async
 from django.core.exceptions import DisallowedHost, RequestDataTooBig
 from django.core.serializers.json import DjangoJSONEncoder
 from django.core.signals import got_request_exception
@@ -276,10 +278,6 @@ class Answer:
     response: HttpResponse | None = None
 
 
-#: Requests' pool-thread tasks, kept referenced until they end (only their callbacks wait).
-_running: set[asyncio.Future[Item | None]] = set()
-
-
 def _settle(first: asyncio.Future[Item], item: Item) -> None:
     if not first.done():
         first.set_result(item)
@@ -287,48 +285,58 @@ def _settle(first: asyncio.Future[Item], item: Item) -> None:
         item[1][0].cancel()  # nobody waits for it any more: the client went away
 
 
-def _finished(first: asyncio.Future[Item], task: asyncio.Future[Item | None]) -> None:
-    _running.discard(task)
-    failed: Item = (_FAILED, None)
-    if task.cancelled():
-        _settle(first, failed)
-        return
-    error = task.exception()
-    if error is None:
-        item = task.result()
-        if item is not None:
-            _settle(first, item)
-        return
+def _broken(first: asyncio.Future[Item], error: BaseException) -> None:
     # Only a BaseException gets past _serve: answer 500, end a stream the call had begun.
     logger.error("Error serving an MCP request", exc_info=error)
+    failed: Item = (_FAILED, None)
     if first.done() and not first.cancelled() and first.result()[0] == _CALL:
         first.result()[1][1].put(failed)
     _settle(first, failed)
 
 
+def _hop(
+    loop: asyncio.AbstractEventLoop,
+    first: asyncio.Future[Item],
+    server: Server,
+    request: HttpRequest,
+    hooks: Hooks,
+) -> None:
+    """The request's one task on a pool thread; its outcome settles ``first`` on the loop."""
+    local = SyncToAsync.threadlocal
+    # As asgiref's own pool threads do: a coroutine a handler runs with async_to_sync goes
+    # to the request's event loop rather than to a loop of its own.
+    local.main_event_loop, local.main_event_loop_pid = loop, os.getpid()
+
+    def start(item: Item) -> None:
+        loop.call_soon_threadsafe(_settle, first, item)
+
+    try:
+        item = _serve(server, request, start, hooks)
+        if item is not None:
+            loop.call_soon_threadsafe(_settle, first, item)
+    except BaseException as error:
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting
+            loop.call_soon_threadsafe(_broken, first, error)
+        if not isinstance(error, Exception):
+            raise
+    finally:
+        local.main_event_loop = local.main_event_loop_pid = None
+
+
 _DJANGO_HOOKS = Hooks()
-# Made once: building the wrapper inspects the function, every time. On the growing pool: a
-# call waiting for a client's answer holds its thread, and the answer must not queue behind it.
-# (asgiref types the executor as a ThreadPoolExecutor; it only calls submit.)
-_serve_in_thread = sync_to_async(_serve, thread_sensitive=False, executor=cast(Any, workers))
 
 
 async def respond(server: Server, request: HttpRequest, hooks: Hooks = _DJANGO_HOOKS) -> Answer:
     """Answer one request in a single thread hop; what a call emits comes back by a pipe.
 
-    ``hooks`` run in that thread before and after the request's work.
+    ``hooks`` run in that thread before and after the request's work. The hop is a task on
+    the growing pool (a call waiting for a client's answer holds its thread, and the answer
+    must not queue behind it), which wakes the loop once, with its outcome; only a call,
+    which may stream, wakes it before it ends.
     """
     loop = asyncio.get_running_loop()
-    # The thread's answer comes with its end, with no wake-up of its own; only a call, which
-    # may stream, makes the thread wake the loop before it ends.
     first: asyncio.Future[Item] = loop.create_future()
-
-    def start(item: Item) -> None:
-        loop.call_soon_threadsafe(_settle, first, item)
-
-    task = asyncio.ensure_future(_serve_in_thread(server, request, start, hooks))
-    _running.add(task)
-    task.add_done_callback(functools.partial(_finished, first))
+    workers.run(functools.partial(_hop, loop, first, server, request, hooks))
     kind, payload = await first
     if kind == _FAILED:
         return Answer(response=payload if payload is not None else internal_error())

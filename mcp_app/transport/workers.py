@@ -58,6 +58,16 @@ class Workers(Executor):
         self._free: list[_Thread] = []
         self.started = 0
 
+    def run(self, fn: Callable[[], None]) -> None:
+        """Run ``fn()`` on a free thread (a new one if none is), in a copy of the caller's
+        context; nothing waits for it, so it reports its own outcome."""
+        context = contextvars.copy_context()
+
+        def task() -> None:
+            context.run(fn)
+
+        self._start(task)
+
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
         """Run ``fn(*args, **kwargs)`` on a free thread (a new one if none is), in the caller's
         context."""
@@ -74,6 +84,10 @@ class Workers(Executor):
             else:
                 future.set_result(result)
 
+        self._start(task)
+        return future
+
+    def _start(self, task: Callable[[], None]) -> None:
         with self._lock:
             worker = self._free.pop() if self._free else None
             if worker is None:
@@ -81,7 +95,6 @@ class Workers(Executor):
         if worker is None:
             worker = _Thread(self)
         worker.tasks.put(task)
-        return future
 
     @property
     def idle(self) -> int:
