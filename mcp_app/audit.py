@@ -371,34 +371,36 @@ _PLAIN_TYPES = frozenset(
 
 
 def _insert(items: list[ToolCall | _Later], alias: str) -> None:
-    """One ``executemany`` INSERT: the values ``bulk_create`` would write (datetimes and JSON
-    prepared by their fields), without building and walking a model instance per row."""
+    """Multi-row INSERTs of the values ``bulk_create`` would write (datetimes and JSON prepared
+    by their fields), without building and walking a model instance per row."""
     from .models import ToolCall
 
     connection = connections[alias]
     fields = [field for field in ToolCall._meta.concrete_fields if not field.primary_key]
     quote = connection.ops.quote_name
-    sql = "INSERT INTO {} ({}) VALUES ({})".format(
-        quote(ToolCall._meta.db_table),
-        ", ".join(quote(str(field.column)) for field in fields),
-        ", ".join(["%s"] * len(fields)),
+    head = "INSERT INTO {} ({})".format(
+        quote(ToolCall._meta.db_table), ", ".join(quote(str(field.column)) for field in fields)
     )
     prepare = [
         None if field.get_internal_type() in _PLAIN_TYPES else field.get_db_prep_save
         for field in fields
     ]
     names = [field.attname for field in fields]
-    params = []
-    for item in items:
-        values = item.values() if isinstance(item, _Later) else item.__dict__
-        params.append(
-            [
-                values[name] if prep is None else prep(values[name], connection)
-                for name, prep in zip(names, prepare, strict=True)
-            ]
-        )
+    row_marks = "({})".format(", ".join(["%s"] * len(fields)))
+    # Many rows per statement: the database module lets go of the GIL once per statement,
+    # and a thread that must get it back each time waits behind the request threads.
+    size = max(1, connection.ops.bulk_batch_size(fields, items))
     with connection.cursor() as cursor:
-        cursor.executemany(sql, params)
+        for start in range(0, len(items), size):
+            chunk = items[start : start + size]
+            params: list[Any] = []
+            for item in chunk:
+                values = item.values() if isinstance(item, _Later) else item.__dict__
+                params.extend(
+                    values[name] if prep is None else prep(values[name], connection)
+                    for name, prep in zip(names, prepare, strict=True)
+                )
+            cursor.execute(f"{head} VALUES {', '.join([row_marks] * len(chunk))}", params)
 
 
 def _write_one(row: ToolCall, alias: str) -> None:
