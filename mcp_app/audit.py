@@ -13,8 +13,8 @@ import os
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from django.db import DataError, IntegrityError, connections, router, transaction
@@ -75,7 +75,7 @@ def record(entry: Record) -> None:
         if conf.AUDIT_FLUSH_SECONDS <= 0:
             write(entry)
         else:
-            _enqueue(_Later.of(entry))
+            _enqueue(_columns(entry))
     except Exception:
         logger.exception("Could not write the audit record of %s %r", entry.method, entry.name)
 
@@ -97,58 +97,56 @@ def write(entry: Record) -> ToolCall:
 
 
 def _row(entry: Record) -> ToolCall:
-    return _Later.of(entry).row()
+    return _built(_columns(entry))
 
 
-@dataclass
-class _Later:
-    """What a row needs that cannot wait (who called, when); the row itself is built later,
-    by the writer thread, off the request's path."""
-
-    entry: Record
-    user_id: Any
-    caller: str
-    created: datetime
-    keep_arguments: bool
-
-    @classmethod
-    def of(cls, entry: Record) -> _Later:
-        return cls(
-            # Only the user's key: a queued row holds no user object the request may change.
-            entry=replace(entry, user=None),
-            user_id=_stored_user_id(entry.user),
-            caller=caller_id(entry.user),
-            # The time of the call, however late the row is written.
-            created=timezone.now(),
-            keep_arguments=bool(setting("AUDIT_ARGUMENTS")),
-        )
-
-    def values(self) -> dict[str, Any]:
-        """The row's columns by attribute name."""
-        entry = self.entry
-        return {
-            "user_id": self.user_id,
-            "caller_id": self.caller[:100],
-            "server": entry.server[:100],
-            "method": entry.method[:32],
-            "name": entry.name[:512],
-            "era": entry.era[:16],
-            "duration_ms": round(float(entry.duration_ms), 3),
-            "outcome": entry.outcome[:16],
-            "error": entry.error[:ERROR_MAX_CHARS],
-            "rounds": max(0, int(entry.rounds)),
-            "arguments": _kept_arguments(entry.arguments) if self.keep_arguments else None,
-            "created": self.created,
-        }
-
-    def row(self) -> ToolCall:
-        from .models import ToolCall
-
-        return ToolCall(**self.values())
+#: The columns of a queued row, in the order ``_columns`` gives their values.
+COLUMNS = (
+    "user_id",
+    "caller_id",
+    "server",
+    "method",
+    "name",
+    "era",
+    "duration_ms",
+    "outcome",
+    "error",
+    "rounds",
+    "arguments",
+    "created",
+)
+#: A queued row: its values in ``COLUMNS`` order. A plain tuple of plain values, which the
+#: garbage collector stops tracking, so rows waiting in the queue do not make its full
+#: passes longer or more frequent.
+Columns = tuple[Any, ...]
 
 
-def _built(item: ToolCall | _Later) -> ToolCall:
-    return item.row() if isinstance(item, _Later) else item
+def _columns(entry: Record) -> Columns:
+    """The row's values, made in the request's thread (who called, when)."""
+    return (
+        # Only the user's key: a queued row holds no user object the request may change.
+        _stored_user_id(entry.user),
+        caller_id(entry.user)[:100],
+        entry.server[:100],
+        entry.method[:32],
+        entry.name[:512],
+        entry.era[:16],
+        round(float(entry.duration_ms), 3),
+        entry.outcome[:16],
+        entry.error[:ERROR_MAX_CHARS],
+        max(0, int(entry.rounds)),
+        _kept_arguments(entry.arguments) if setting("AUDIT_ARGUMENTS") else None,
+        # The time of the call, however late the row is written.
+        timezone.now(),
+    )
+
+
+def _built(item: ToolCall | Columns) -> ToolCall:
+    from .models import ToolCall
+
+    if isinstance(item, tuple):
+        return ToolCall(**dict(zip(COLUMNS, item, strict=True)))
+    return item
 
 
 def _stored_user_id(user: Any) -> Any:
@@ -180,7 +178,7 @@ def _kept_arguments(arguments: Any) -> Any:
 class _Queued(NamedTuple):
     seq: int
     at: float  # time.monotonic() when queued
-    row: ToolCall | _Later
+    row: ToolCall | Columns
 
 
 class _Queue:
@@ -215,7 +213,7 @@ def _current() -> _Queue:
 os.register_at_fork(after_in_child=_current)
 
 
-def _enqueue(row: ToolCall | _Later) -> None:
+def _enqueue(row: ToolCall | Columns) -> None:
     queue = _current()
     batch = conf.AUDIT_BATCH_SIZE
     cap = conf.AUDIT_MAX_PENDING
@@ -338,7 +336,7 @@ def _drain(queue: _Queue, upto: int) -> bool:
 ROW_FAULTS = (IntegrityError, DataError, ValueError, TypeError)
 
 
-def _write_batch(items: list[ToolCall | _Later]) -> int:
+def _write_batch(items: list[ToolCall | Columns]) -> int:
     """Write ``items`` in order; how many are written (or dropped) before a failure that may pass."""
     from .models import ToolCall
 
@@ -370,7 +368,7 @@ _PLAIN_TYPES = frozenset(
 )
 
 
-def _insert(items: list[ToolCall | _Later], alias: str) -> None:
+def _insert(items: list[ToolCall | Columns], alias: str) -> None:
     """Multi-row INSERTs of the values ``bulk_create`` would write (datetimes and JSON prepared
     by their fields), without building and walking a model instance per row."""
     from .models import ToolCall
@@ -385,7 +383,7 @@ def _insert(items: list[ToolCall | _Later], alias: str) -> None:
         None if field.get_internal_type() in _PLAIN_TYPES else field.get_db_prep_save
         for field in fields
     ]
-    names = [field.attname for field in fields]
+    positions = [COLUMNS.index(field.attname) for field in fields]
     row_marks = "({})".format(", ".join(["%s"] * len(fields)))
     # Many rows per statement: the database module lets go of the GIL once per statement,
     # and a thread that must get it back each time waits behind the request threads.
@@ -395,10 +393,10 @@ def _insert(items: list[ToolCall | _Later], alias: str) -> None:
             chunk = items[start : start + size]
             params: list[Any] = []
             for item in chunk:
-                values = item.values() if isinstance(item, _Later) else item.__dict__
+                values = item if isinstance(item, tuple) else [getattr(item, n) for n in COLUMNS]
                 params.extend(
-                    values[name] if prep is None else prep(values[name], connection)
-                    for name, prep in zip(names, prepare, strict=True)
+                    values[index] if prep is None else prep(values[index], connection)
+                    for index, prep in zip(positions, prepare, strict=True)
                 )
             cursor.execute(f"{head} VALUES {', '.join([row_marks] * len(chunk))}", params)
 

@@ -393,6 +393,21 @@ def deferred(mcp: Any) -> Callable[..., None]:
     return configure
 
 
+def test_queued_rows_are_left_alone_by_the_garbage_collector(deferred: Any) -> None:
+    import gc
+
+    deferred()
+    ada = user("ada")
+    for number in range(3):
+        audit.record(entry(f"tool-{number}", user=ada))
+    gc.collect()
+    queued = [item.row for item in audit._current().rows]
+    assert len(queued) == 3
+    # Plain values only (the user's key, not the user): nothing for a full pass to walk.
+    assert not any(gc.is_tracked(row) for row in queued)
+    assert audit.flush()
+
+
 def test_rows_are_written_by_flush_in_call_order_with_their_call_times(deferred: Any) -> None:
     deferred()
     called = []
