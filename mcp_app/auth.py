@@ -63,10 +63,15 @@ def admit(request: Any, server_name: str) -> tuple[Any, Refusal | None]:
     the refusal: 401 with ``WWW-Authenticate`` for a caller that must authenticate, 403 for
     one that may not call, 429 with ``Retry-After`` for one over its rate.
     """
+    authenticators = conf.AUTHENTICATION_CLASSES
+    permission_paths, throttle_paths = conf.PERMISSION_CLASSES, conf.THROTTLE_CLASSES
+    if authenticators is None and not permission_paths and not throttle_paths:
+        # Nothing to check: the site's own middleware decided who calls.
+        return getattr(request, "user", None), None
+
     from rest_framework import exceptions
     from rest_framework.request import Request
 
-    authenticators = conf.AUTHENTICATION_CLASSES
     if authenticators is None:
         # The site's own middleware decides (sessions, RemoteUser ...): no DRF layer needed.
         user: Any = getattr(request, "user", None)
@@ -78,8 +83,8 @@ def admit(request: Any, server_name: str) -> tuple[Any, Refusal | None]:
         except exceptions.APIException as exc:
             # Bad credentials, or SessionAuthentication's CSRF check (403), as DRF answers.
             return None, _refusal(request, exc)
-    permissions = _instances(conf.PERMISSION_CLASSES)
-    throttles = _instances(conf.THROTTLE_CLASSES)
+    permissions = _instances(permission_paths)
+    throttles = _instances(throttle_paths)
     if not permissions and not throttles:
         return user, None
     if drf_request is None:
