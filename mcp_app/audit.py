@@ -15,7 +15,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from django.db import DataError, IntegrityError, connections, router, transaction
 from django.utils import timezone
@@ -37,6 +37,8 @@ CLEAN_BATCH = 5000
 #: Shortest wait before a failed write is tried again, so ``AUDIT_FLUSH_SECONDS = 0`` (rows
 #: left over from before the setting changed) does not retry in a busy loop.
 MIN_RETRY_SECONDS = 1.0
+#: Most rows one INSERT statement of the writer carries.
+INSERT_ROWS = 20
 #: Longest the flush at interpreter exit waits for a write under way.
 EXIT_FLUSH_TIMEOUT = 10.0
 KEPT = "Could not write %d audit record(s); they are kept and tried again."
@@ -175,10 +177,9 @@ def _kept_arguments(arguments: Any) -> Any:
 # -- deferred writes ---------------------------------------------------------------------------
 
 
-class _Queued(NamedTuple):
-    seq: int
-    at: float  # time.monotonic() when queued
-    row: ToolCall | Columns
+#: A row in the queue: ``(seq, when queued (time.monotonic()), row)``. A plain tuple,
+#: like the row's own values, so the garbage collector stops tracking it.
+_Queued = tuple[int, float, "ToolCall | Columns"]
 
 
 class _Queue:
@@ -219,7 +220,7 @@ def _enqueue(row: ToolCall | Columns) -> None:
     cap = conf.AUDIT_MAX_PENDING
     with queue.lock:
         queue.seq += 1
-        queue.rows.append(_Queued(queue.seq, time.monotonic(), row))
+        queue.rows.append((queue.seq, time.monotonic(), row))
         _cap(queue, cap)
         if len(queue.rows) in (1, batch):
             queue.changed.notify_all()
@@ -271,7 +272,7 @@ def _run(queue: _Queue) -> None:
                 now = time.monotonic()
                 if queue.rows:
                     full = len(queue.rows) >= conf.AUDIT_BATCH_SIZE
-                    due = now if full else queue.rows[0].at + conf.AUDIT_FLUSH_SECONDS
+                    due = now if full else queue.rows[0][1] + conf.AUDIT_FLUSH_SECONDS
                     due = max(due, queue.retry_at)
                     if due <= now:
                         upto = queue.seq
@@ -302,7 +303,7 @@ def _drain(queue: _Queue, upto: int) -> bool:
         with queue.lock:
             dropped, queue.dropped = queue.dropped, 0
             batch: list[_Queued] = []
-            while queue.rows and queue.rows[0].seq <= upto and len(batch) < batch_size:
+            while queue.rows and queue.rows[0][0] <= upto and len(batch) < batch_size:
                 batch.append(queue.rows.popleft())
             queue.in_flight = len(batch)
         if dropped:
@@ -315,7 +316,7 @@ def _drain(queue: _Queue, upto: int) -> bool:
         if not batch:
             return True
         try:
-            done = _write_batch([queued.row for queued in batch])
+            done = _write_batch([queued[2] for queued in batch])
         except Exception:
             logger.exception(KEPT, len(batch))
             done = 0
@@ -387,7 +388,9 @@ def _insert(items: list[ToolCall | Columns], alias: str) -> None:
     row_marks = "({})".format(", ".join(["%s"] * len(fields)))
     # Many rows per statement: the database module lets go of the GIL once per statement,
     # and a thread that must get it back each time waits behind the request threads.
-    size = max(1, connection.ops.bulk_batch_size(fields, items))
+    # Small enough that the Python work of one statement (preparing its values, while
+    # holding the GIL) delays a waiting request by a fraction of a millisecond at most.
+    size = max(1, min(INSERT_ROWS, connection.ops.bulk_batch_size(fields, items)))
     with connection.cursor() as cursor:
         for start in range(0, len(items), size):
             chunk = items[start : start + size]
