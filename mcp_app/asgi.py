@@ -10,8 +10,9 @@ In the site's ``asgi.py``::
 
 A request whose path resolves, through the site's ``ROOT_URLCONF``, to an endpoint of
 ``Server.urls`` is served here: one thread hop per request, and none of Django's handler or
-``MIDDLEWARE``. Everything else (other paths, lifespan, websockets) goes to the wrapped
-application unchanged.
+``MIDDLEWARE``. Everything else (other paths, websockets) goes to the wrapped application
+unchanged; so does the lifespan, except that its shutdown first writes the queued audit rows
+(answered by the route itself for Django's handler, which does not speak that protocol).
 
 What such a request still gets, as under Django's handler: the ``ALLOWED_HOSTS`` check, the
 body limits (``MAX_BODY_BYTES``, ``DATA_UPLOAD_MAX_MEMORY_SIZE``), stale database
@@ -38,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.core.handlers.asgi import ASGIRequest, get_script_prefix
+from django.core.handlers.asgi import ASGIHandler, ASGIRequest, get_script_prefix
 from django.db import close_old_connections
 from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
@@ -88,7 +89,45 @@ class Route:
             if found is not None:
                 await _serve(found[0], found[1], scope, receive, send)
                 return
+        elif scope["type"] == "lifespan":
+            await self._lifespan(scope, receive, send)
+            return
         await self.application(scope, receive, send)
+
+    async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Write the queued audit rows when the server shuts down.
+
+        A server that stops on a signal may end the process without running exit handlers
+        (uvicorn does), so the lifespan's shutdown is the last sure moment. Django's own
+        handler does not speak the lifespan protocol: for it the route answers alone.
+        """
+        if not isinstance(self.application, ASGIHandler):
+
+            async def flushing_send(message: Any) -> None:
+                if message.get("type") in (
+                    "lifespan.shutdown.complete",
+                    "lifespan.shutdown.failed",
+                ):
+                    await _flush_audit()
+                await send(message)
+
+            await self.application(scope, receive, flushing_send)
+            return
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await _flush_audit()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+
+async def _flush_audit() -> None:
+    from . import audit
+
+    if audit.pending():
+        await sync_to_async(audit.flush, thread_sensitive=False)()
 
 
 def endpoint_at(scope: Scope) -> tuple[Server, ResolverMatch] | None:

@@ -625,6 +625,59 @@ def test_lifespan_and_websockets_go_to_the_wrapped_application(kind: str) -> Non
     assert seen == [kind]
 
 
+def _queue_audit_rows(mcp: Any, count: int) -> None:
+    from mcp_app import audit
+
+    mcp(AUDIT_FLUSH_SECONDS=3600, AUDIT_BATCH_SIZE=10_000)
+    for number in range(count):
+        audit.record(
+            audit.Record(
+                "default", "tools/call", f"t{number}", "modern", None, None, 1.0, "complete"
+            )
+        )
+    assert audit.pending() == count
+
+
+def test_the_shutdown_of_django_s_handler_writes_the_queued_audit_rows(mcp: Any) -> None:
+    from mcp_app.models import ToolCall
+
+    _queue_audit_rows(mcp, 3)
+    sent: list[JSON] = []
+    messages = iter([{"type": "lifespan.startup"}, {"type": "lifespan.shutdown"}])
+
+    async def receive() -> JSON:
+        return next(messages)
+
+    async def send(message: JSON) -> None:
+        sent.append(message)
+
+    async def main() -> None:
+        await route(get_asgi_application())(scope("GET", "/", {}, kind="lifespan"), receive, send)
+
+    asyncio.run(main())
+    assert [m["type"] for m in sent] == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
+    assert sorted(ToolCall.objects.values_list("name", flat=True)) == ["t0", "t1", "t2"]
+
+
+def test_another_application_s_shutdown_is_answered_after_the_rows_are_written(mcp: Any) -> None:
+    from mcp_app.models import ToolCall
+
+    _queue_audit_rows(mcp, 2)
+    written_when_answered: list[int] = []
+
+    async def inner(scope_: Any, receive: Any, send: Any) -> None:
+        await send({"type": "lifespan.shutdown.complete"})
+
+    async def send(message: JSON) -> None:
+        written_when_answered.append(await asyncio.to_thread(lambda: ToolCall.objects.count()))
+
+    async def main() -> None:
+        await route(inner)(scope("GET", "/", {}, kind="lifespan"), _never, send)
+
+    asyncio.run(main())
+    assert written_when_answered == [2]
+
+
 async def _never() -> JSON:
     raise AssertionError("the route read a message it should have passed on")
 
