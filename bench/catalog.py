@@ -9,9 +9,9 @@ row with an input schema), and ``tools/list`` requests go through
 * ``first`` - the first page (the code tools, then rows);
 * ``last``  - the last page, through its cursor (rows only).
 
-Every request pays the row generation check (one indexed query); the merged catalog, its
-wire dicts and its fingerprints are built once per generation, before timing (the rebuild
-after the edit is reported on its own). Medians of ``--iterations`` runs are reported; the
+The row generation is read once and then known to the process (as in a worker between
+edits); the merged catalog, its wire dicts and its fingerprints are built once per
+generation, before timing (the rebuild after the edit is reported on its own). Medians of ``--iterations`` runs are reported; the
 product target is ``first(10,000) / first(100) <= 1.5``.
 """
 

@@ -11,7 +11,8 @@ from typing import Any
 
 
 def setup(doc: str | None, iterations: int, warmup: int) -> argparse.Namespace:
-    """Parse ``-n``/``-w``, set Django up on ``tests.settings`` and migrate its database.
+    """Parse ``-n``/``-w``, set Django up on ``tests.settings`` with the product's ``MCP_APP``
+    defaults, and migrate its database.
 
     The catalog reads its row generation on every call, so the in-memory database needs
     the app's tables before anything is measured.
@@ -24,7 +25,15 @@ def setup(doc: str | None, iterations: int, warmup: int) -> argparse.Namespace:
     import django
 
     django.setup()
+    from django.conf import settings
     from django.core.management import call_command
+
+    from mcp_app.conf import conf
+
+    # The product's defaults, not the test suite's (which writes audit rows in the request
+    # and runs every attempt in a transaction, for its own assertions).
+    settings.MCP_APP = {}
+    conf.reload()
 
     call_command("migrate", verbosity=0, interactive=False)
     return args

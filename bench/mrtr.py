@@ -3,7 +3,7 @@
 Run with ``DJANGO_SETTINGS_MODULE=tests.settings python -m bench.mrtr``. Four requests go
 through ``mcp_app.site.endpoint.handle(Incoming(...))``:
 
-* ``plain``  - ``tools/call`` of ``add`` (input and output schema validation, one transaction);
+* ``plain``  - ``tools/call`` of ``add`` (input and output schema validation, an audit row);
 * ``ask``    - the first round of ``greet``: the handler asks for a name, the state is signed;
 * ``retry``  - the retry of ``greet`` with ``inputResponses`` and the signed ``requestState``:
   the state is verified, the handler runs and completes;
