@@ -56,3 +56,38 @@ def test_lists_reads_and_prompts(demo_server: DemoServer) -> None:
             assert "Grace Hopper" in prompt.messages[0].content.text
 
     anyio.run(main)
+
+
+def test_many_calls_waiting_for_answers_at_once_do_not_hold_up_the_answers(
+    demo_server: DemoServer,
+) -> None:
+    # Each call holds a server thread while it waits for its answer; every client answers
+    # only once all of them have been asked, which needs more calls waiting at once than a
+    # fixed pool of threads (asyncio's default: a few per core) would hold, and the answers
+    # served beside them.
+    clients = 12
+    asked = 0
+    everyone_asked = anyio.Event()
+    greetings: list[str] = []
+
+    async def answer(context: Any, params: Any) -> types.ElicitResult:
+        nonlocal asked
+        asked += 1
+        if asked == clients:
+            everyone_asked.set()
+        await everyone_asked.wait()
+        return await on_elicit(context, params)
+
+    async def one() -> None:
+        async with Client(demo_server.url, mode="legacy", elicitation_callback=answer) as c:
+            result = await c.call_tool("greet", {})
+            greetings.append(result.content[0].text)
+
+    async def main() -> None:
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as group:
+                for _ in range(clients):
+                    group.start_soon(one)
+
+    anyio.run(main)
+    assert greetings == ["Hello, Ada!"] * clients
