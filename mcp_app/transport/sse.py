@@ -14,8 +14,14 @@ HEADERS = {
 }
 
 
+#: Characters JSON leaves as they are but that many line splitters (Python's
+#: ``str.splitlines`` among them) take for line ends, which would cut a ``data:`` line.
+_LINE_BREAKS = str.maketrans({"\u0085": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
 def dumps(message: Any) -> str:
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+    """``message`` as JSON on one line, whichever way a client splits lines."""
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).translate(_LINE_BREAKS)
 
 
 def event(message: Any, event_id: str | None = None) -> bytes:

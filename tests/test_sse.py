@@ -1,0 +1,26 @@
+"""Server-sent events framing: one JSON message per ``data:`` line, however lines are split."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mcp_app.transport import sse
+
+
+@pytest.mark.parametrize("text", ["\u0085", "a\u2028b", "\u2029", "line\nbreak\r", "é ✓ \x0b\x1c"])
+def test_a_message_stays_on_one_data_line_for_any_line_splitter(text: str) -> None:
+    message = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"data": text}}
+    raw = sse.event(message, "s-1").decode()
+    for lines in (raw.splitlines(), raw.split("\n")):
+        data = [line[5:].strip() for line in lines if line.startswith("data:")]
+        assert [json.loads(item) for item in data] == [message]
+
+
+def test_other_characters_are_sent_as_they_are() -> None:
+    assert sse.dumps({"t": "é ✓"}) == '{"t":"é ✓"}'
+
+
+def test_a_priming_event_has_an_id_a_retry_and_empty_data() -> None:
+    assert sse.priming("s-0", 500) == b"id: s-0\nretry: 500\ndata: \n\n"
