@@ -398,8 +398,11 @@ def _insert(items: list[ToolCall | Columns], alias: str) -> None:
             for item in chunk:
                 values = item if isinstance(item, tuple) else [getattr(item, n) for n in COLUMNS]
                 params.extend(
-                    values[index] if prep is None else prep(values[index], connection)
-                    for index, prep in zip(positions, prepare, strict=True)
+                    # None is SQL NULL for every column, the JSON one included.
+                    value if prep is None or value is None else prep(value, connection)
+                    for value, prep in zip(
+                        [values[index] for index in positions], prepare, strict=True
+                    )
                 )
             cursor.execute(f"{head} VALUES {', '.join([row_marks] * len(chunk))}", params)
 

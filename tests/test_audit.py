@@ -429,6 +429,8 @@ def test_rows_are_written_by_flush_in_call_order_with_their_call_times(deferred:
     assert audit.pending() == 0
     assert audit.flush()  # nothing left: nothing written twice
     assert ToolCall.objects.count() == 50
+    # Arguments not kept are SQL NULL, as the ORM writes None, not JSON null.
+    assert ToolCall.objects.filter(arguments__isnull=True, user__isnull=True).count() == 50
 
 
 def test_the_writer_waits_for_the_interval_when_the_batch_is_not_full(deferred: Any) -> None:
