@@ -6,7 +6,6 @@ import dataclasses
 import functools
 import itertools
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -16,8 +15,8 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connections, router, transaction
 from django.db.models import F, Prefetch, Q
 
-from .conf import conf
 from .exceptions import AlreadyRegistered, DefinitionError
+from .recent import Recent
 from .registry import KINDS, PromptArgument, PromptDef, ResourceDef, TemplateDef, ToolDef
 from .server import channel_name, servers
 
@@ -298,63 +297,8 @@ def touch(
         transaction.on_commit(edits.publish, using=alias, robust=True)
 
 
-class _Known:
-    """The committed generations this process has read, and how long each may be trusted.
-
-    A value is forgotten when this process edits the server's rows, when the delivery
-    backend carries another process's edit, and at the latest ``RECHECK_SECONDS``
-    after it was read: so a call that needs no database makes no query.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._values: dict[str, tuple[int, float]] = {}
-        # Bumped by every forget: a read that started before one must not store its value.
-        self._epoch = 0
-        self._watched: set[tuple[int, str]] = set()
-
-    def get(self, server: str) -> int | None:
-        known = self._values.get(server)
-        if known is None or known[1] <= time.monotonic():
-            return None
-        return known[0]
-
-    def epoch(self) -> int:
-        return self._epoch
-
-    def store(self, server: str, value: int, epoch: int, ttl: float) -> None:
-        with self._lock:
-            if epoch == self._epoch and ttl > 0:
-                self._values[server] = (value, time.monotonic() + ttl)
-
-    def forget(self, server: str | None = None) -> None:
-        with self._lock:
-            self._epoch += 1
-            if server is None:
-                self._values.clear()
-            else:
-                self._values.pop(server, None)
-
-    def watch(self, server: str) -> None:
-        """Forget ``server``'s value whenever another process announces an edit of its rows."""
-        from .delivery import backend
-        from .delivery.local import LocalBackend
-
-        delivery = backend()
-        key = (id(delivery), server)
-        if key in self._watched or isinstance(delivery, LocalBackend):
-            # The in-process backend carries only this process's edits, forgotten already.
-            return
-        with self._lock:
-            if key in self._watched:
-                return
-            self._watched.add(key)
-        delivery.subscribe(
-            [channel_name(server, "lists")], lambda channel, message: self.forget(server)
-        )
-
-
-_known = _Known()
+#: The committed generations this process has read, by server.
+_known: Recent[str, int] = Recent()
 
 
 def forget_generations(server: str | None = None) -> None:
@@ -370,7 +314,7 @@ def forget_generations(server: str | None = None) -> None:
 def generation(server_name: str) -> int:
     """The server's row generation: changes with every committed edit of its rows.
 
-    One indexed query when this process does not know it already (see ``_Known``); ``0``
+    One indexed query when this process does not know it already (``mcp_app.recent``); ``0``
     before any edit. Inside a transaction that has edited the server's rows, a unique
     negative number instead, so a catalog built from uncommitted rows is never mistaken for
     the committed one, whether the transaction commits or not.
@@ -386,11 +330,12 @@ def generation(server_name: str) -> int:
     known = _known.get(server_name)
     if known is not None:
         return known
-    _known.watch(server_name)
+    # Another process's edit is announced on the lists channel before its clients hear of it.
+    _known.watch(channel_name(server_name, "lists"), lambda message: server_name)
     epoch = _known.epoch()
     rows = CatalogGeneration.objects.using(alias).filter(server=server_name)
     value = next(iter(rows.values_list("value", flat=True)[:1]), 0)
-    _known.store(server_name, value, epoch, conf.RECHECK_SECONDS)
+    _known.store(server_name, value, epoch)
     return value
 
 

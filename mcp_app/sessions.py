@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import secrets
-import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
 from datetime import timedelta
@@ -13,6 +12,7 @@ from typing import Any
 from django.utils import timezone
 
 from .conf import conf
+from .recent import Recent
 
 JSON = dict[str, Any]
 
@@ -67,80 +67,19 @@ def _copy(data: SessionData) -> SessionData:
     return replace(data, subscriptions=list(data.subscriptions))
 
 
-class _Recent:
-    """The sessions this process served lately, so a busy session costs no query per call.
-
-    An entry is dropped when this process changes or ends the session, when the delivery
-    backend says another process did, and at the latest ``RECHECK_SECONDS`` after it was read.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        # id -> (data, trusted until, when its idle clock was last written; both monotonic)
-        self._entries: dict[str, tuple[SessionData, float, float]] = {}
-        self._epoch = 0
-        self._watching: set[int] = set()
-
-    def get(self, session_id: str) -> tuple[SessionData, float] | None:
-        """The session as last read and when its idle clock was written; ``None`` if stale."""
-        entry = self._entries.get(session_id)
-        if entry is None or entry[1] <= time.monotonic():
-            return None
-        return entry[0], entry[2]
-
-    def epoch(self) -> int:
-        return self._epoch
-
-    def store(self, data: SessionData, epoch: int, written: float) -> None:
-        ttl = conf.RECHECK_SECONDS
-        with self._lock:
-            if epoch == self._epoch and ttl > 0:
-                if len(self._entries) >= _RECENT_MAX:
-                    self._entries.clear()
-                self._entries[data.id] = (_copy(data), time.monotonic() + ttl, written)
-
-    def touched(self, session_id: str, written: float) -> None:
-        with self._lock:
-            entry = self._entries.get(session_id)
-            if entry is not None:
-                self._entries[session_id] = (entry[0], entry[1], written)
-
-    def forget(self, session_id: str | None = None) -> None:
-        with self._lock:
-            self._epoch += 1
-            if session_id is None:
-                self._entries.clear()
-            else:
-                self._entries.pop(session_id, None)
-
-    def changed(self, session_id: str) -> None:
-        """Forget the session here, and tell the other processes to."""
-        from .delivery import backend
-
-        self.forget(session_id)
-        backend().publish(CHANNEL, {"session": session_id})
-
-    def watch(self) -> None:
-        from .delivery import backend
-        from .delivery.local import LocalBackend
-
-        delivery = backend()
-        if id(delivery) in self._watching or isinstance(delivery, LocalBackend):
-            return
-        with self._lock:
-            if id(delivery) in self._watching:
-                return
-            self._watching.add(id(delivery))
-
-        def sink(channel: str, message: dict[str, Any]) -> None:
-            self.forget(str(message.get("session", "")))
-
-        delivery.subscribe([CHANNEL], sink)
-
-
 #: Sessions remembered at most; past it the memory starts again empty.
 _RECENT_MAX = 10_000
-_recent = _Recent()
+#: The sessions this process served lately, and when their idle clock was last written
+#: (``time.monotonic()``), so a busy session costs no query per call.
+_recent: Recent[str, tuple[SessionData, float]] = Recent(limit=_RECENT_MAX)
+
+
+def _changed(session_id: str) -> None:
+    """Forget the session here, and tell the other processes to."""
+    from .delivery import backend
+
+    _recent.forget(session_id)
+    backend().publish(CHANNEL, {"session": session_id})
 
 
 def forget_sessions() -> None:
@@ -171,9 +110,9 @@ class DatabaseSessionStore(SessionStore):
         if recent is not None:
             data, written = recent
             if time.monotonic() - written > self._touch_every():
-                self._restart_clock(session_id)
+                self._restart_clock(session_id, data)
             return _copy(data)
-        _recent.watch()
+        _recent.watch(CHANNEL, lambda message: str(message.get("session", "")))
         epoch = _recent.epoch()
         now = timezone.now()
         row = Session.objects.filter(pk=session_id, last_seen__gte=self._idle_cutoff()).first()
@@ -195,13 +134,13 @@ class DatabaseSessionStore(SessionStore):
             caller=row.caller,
             initialized=row.initialized,
         )
-        _recent.store(data, epoch, written)
+        _recent.store(session_id, (_copy(data), written), epoch)
         return _copy(data)
 
-    def _restart_clock(self, session_id: str) -> None:
+    def _restart_clock(self, session_id: str, data: SessionData) -> None:
         from .models import Session
 
-        _recent.touched(session_id, time.monotonic())
+        _recent.replace(session_id, (data, time.monotonic()))
         if not Session.objects.filter(pk=session_id).update(last_seen=timezone.now()):
             # Gone meanwhile (ended elsewhere, cleaned): the next call finds out.
             _recent.forget(session_id)
@@ -210,14 +149,14 @@ class DatabaseSessionStore(SessionStore):
         from .models import Session
 
         Session.objects.filter(pk=session_id).update(**changes)
-        _recent.changed(session_id)
+        _changed(session_id)
 
     def end(self, session_id: str) -> bool:
         from .models import Session, StreamEvent
 
         StreamEvent.objects.filter(session_id=session_id).delete()
         ended = Session.objects.filter(pk=session_id).delete()[0] > 0
-        _recent.changed(session_id)
+        _changed(session_id)
         return ended
 
     def clean(self) -> int:

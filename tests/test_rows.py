@@ -291,9 +291,9 @@ def test_a_read_that_raced_an_edit_does_not_keep_its_value(
     # An edit forgets the generation while a read is between its query and storing it.
     real_store = rows._known.store
 
-    def store_after_an_edit(server: str, value: int, epoch: int, ttl: float) -> None:
+    def store_after_an_edit(server: str, value: int, epoch: int) -> None:
         rows.forget_generations(server)
-        real_store(server, value, epoch, ttl)
+        real_store(server, value, epoch)
 
     monkeypatch.setattr(rows._known, "store", store_after_an_edit)
     rows.generation("raced")
