@@ -18,6 +18,17 @@ ROOT = Path(__file__).resolve().parent.parent
 MODERN = "2026-07-28"
 
 
+def require_redis_url() -> str:
+    """``REDIS_URL``, or a failed test that says how to start the services that set it."""
+    url = os.environ.get("REDIS_URL")
+    if not url:
+        pytest.fail(
+            "REDIS_URL is not set: start the services with `export $(scripts/services.sh)` "
+            "(it prints REDIS_URL=redis://127.0.0.1:6390/0)"
+        )
+    return url
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -8,7 +8,6 @@ by POSTing to B, and the call on A must hear it within a poll interval and a lit
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -18,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import DemoServer
+from tests.conftest import DemoServer, require_redis_url
 
 pytestmark = pytest.mark.e2e
 
@@ -34,23 +33,13 @@ LEGACY = "2025-11-25"
 ACCEPT = "application/json, text/event-stream"
 
 
-def redis_url() -> str:
-    url = os.environ.get("REDIS_URL")
-    if not url:
-        pytest.fail(
-            "REDIS_URL is not set: start the services with `export $(scripts/services.sh)` "
-            "(it prints REDIS_URL=redis://127.0.0.1:6390/0)"
-        )
-    return url
-
-
 class Pair:
     """Workers A and B of the demo site on one SQLite file and one delivery backend."""
 
     def __init__(self, tmp: Path, backend: str) -> None:
         env = {"MCP_DELIVERY_BACKEND": BACKENDS[backend], "MCP_DELIVERY_POLL_SECONDS": str(POLL)}
         if backend == "redis":
-            env["REDIS_URL"] = redis_url()
+            env["REDIS_URL"] = require_redis_url()
         self.a = DemoServer(tmp, env=env)
         try:
             self.b = DemoServer(tmp, env=env)

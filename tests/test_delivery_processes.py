@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import MODERN, ROOT, DemoServer
+from tests.conftest import ROOT, DemoServer, modern_request, require_redis_url
 
 pytestmark = pytest.mark.e2e
 
@@ -40,16 +40,6 @@ ADD_ROW = (
 )
 
 
-def redis_url() -> str:
-    url = os.environ.get("REDIS_URL")
-    if not url:
-        pytest.fail(
-            "REDIS_URL is not set: start the services with `export $(scripts/services.sh)` "
-            "(it prints REDIS_URL=redis://127.0.0.1:6390/0)"
-        )
-    return url
-
-
 class Workers:
     """Two demo workers on one SQLite file, configured for one delivery backend."""
 
@@ -62,7 +52,7 @@ class Workers:
             "MCP_RECHECK_SECONDS": "3600",
         }
         if backend == "redis":
-            self.env["REDIS_URL"] = redis_url()
+            self.env["REDIS_URL"] = require_redis_url()
         self.tmp = tmp
         self.a = DemoServer(tmp, env=self.env)
         try:
@@ -142,23 +132,9 @@ class Events:
 
 def open_listen(stack: ExitStack, client: httpx.Client, url: str) -> Events:
     """A 2026-07-28 ``subscriptions/listen`` stream for tool list changes, acknowledged."""
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "subscriptions/listen",
-        "params": {
-            "notifications": {"toolsListChanged": True},
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": MODERN,
-                "io.modelcontextprotocol/clientCapabilities": {},
-            },
-        },
-    }
-    headers = {
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": MODERN,
-        "Mcp-Method": "subscriptions/listen",
-    }
+    body, headers = modern_request(
+        "subscriptions/listen", {"notifications": {"toolsListChanged": True}}
+    )
     response = stack.enter_context(client.stream("POST", url, json=body, headers=headers))
     events = Events(response, "listen stream on worker A")
     ack = events.until("notifications/subscriptions/acknowledged", within=10)
@@ -218,22 +194,7 @@ def test_a_change_published_by_a_third_process_reaches_both_workers(workers: Wor
 
 
 def tool_names(client: httpx.Client, url: str) -> list[str]:
-    body = {
-        "jsonrpc": "2.0",
-        "id": 2,
-        "method": "tools/list",
-        "params": {
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": MODERN,
-                "io.modelcontextprotocol/clientCapabilities": {},
-            }
-        },
-    }
-    headers = {
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": MODERN,
-        "Mcp-Method": "tools/list",
-    }
+    body, headers = modern_request("tools/list", request_id=2)
     response = client.post(url, json=body, headers=headers)
     assert response.status_code == 200, response.text
     return [tool["name"] for tool in response.json()["result"]["tools"]]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import subprocess
 import threading
@@ -17,18 +16,13 @@ import pytest
 import redis
 
 from mcp_app.delivery.redis import SUBSCRIBE_WAIT, RedisBackend
-from tests.conftest import free_port
+from tests.conftest import free_port, require_redis_url
 from tests.test_delivery_local import Collector
 
 
 @pytest.fixture(scope="module")
 def redis_url() -> str:
-    url = os.environ.get("REDIS_URL")
-    if not url:
-        pytest.fail(
-            "REDIS_URL is not set: start the services with `export $(scripts/services.sh)` "
-            "(it prints REDIS_URL=redis://127.0.0.1:6390/0)"
-        )
+    url = require_redis_url()
     try:
         redis.Redis.from_url(url, socket_connect_timeout=2).ping()
     except redis.RedisError as exc:

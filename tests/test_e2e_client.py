@@ -33,6 +33,28 @@ def client(server: DemoServer, **kw: Any) -> Client:
     return Client(server.url, mode=MODERN, cache=None, **kw)
 
 
+def check_calls_progress_and_input(server: DemoServer, mode: str) -> None:
+    """A call, a call asking for input and a call reporting progress, in ``mode``."""
+    progress: list[float] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append(value)
+
+    async def main() -> None:
+        kwargs: dict[str, Any] = {"mode": mode, "elicitation_callback": on_elicit}
+        if mode == MODERN:
+            kwargs["cache"] = None
+        async with Client(server.url, **kwargs) as c:
+            added = await c.call_tool("add", {"numbers": [4, 5]})
+            assert added.structured_content == {"sum": 9}
+            greet = await c.call_tool("greet", {})
+            assert greet.content[0].text == "Hello, Ada!"
+            await c.call_tool("test_tool_with_progress", {}, progress_callback=on_progress)
+
+    run(main)
+    assert progress == [0, 50, 100]
+
+
 def test_list_call_read_get_complete(demo_server: DemoServer) -> None:
     async def main() -> None:
         async with client(demo_server) as c:
@@ -91,24 +113,7 @@ def view_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoServer
 def test_the_django_view_path_serves_calls_streams_and_input(
     view_server: DemoServer, mode: str
 ) -> None:
-    progress: list[float] = []
-
-    async def on_progress(value: float, total: float | None, message: str | None) -> None:
-        progress.append(value)
-
-    async def main() -> None:
-        kwargs: dict[str, Any] = {"mode": mode, "elicitation_callback": on_elicit}
-        if mode == MODERN:
-            kwargs["cache"] = None
-        async with Client(view_server.url, **kwargs) as c:
-            added = await c.call_tool("add", {"numbers": [4, 5]})
-            assert added.structured_content == {"sum": 9}
-            greet = await c.call_tool("greet", {})
-            assert greet.content[0].text == "Hello, Ada!"
-            await c.call_tool("test_tool_with_progress", {}, progress_callback=on_progress)
-
-    run(main)
-    assert progress == [0, 50, 100]
+    check_calls_progress_and_input(view_server, mode)
 
 
 @pytest.mark.parametrize("through", ["route", "view"])
