@@ -14,8 +14,9 @@ def setup(doc: str | None, iterations: int, warmup: int) -> argparse.Namespace:
     """Parse ``-n``/``-w``, set Django up on ``tests.settings`` with the product's ``MCP_APP``
     defaults, and migrate its database.
 
-    The catalog reads its row generation on every call, so the in-memory database needs
-    the app's tables before anything is measured.
+    The catalog reads its row generation (once, then when told of an edit or after
+    ``RECHECK_SECONDS``), so the in-memory database needs the app's tables before anything
+    is measured.
     """
     parser = argparse.ArgumentParser(description=doc.splitlines()[0] if doc else None)
     parser.add_argument("-n", "--iterations", type=int, default=iterations)

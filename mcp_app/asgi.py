@@ -48,9 +48,19 @@ from django.utils.log import log_response
 from django.utils.module_loading import import_string
 
 from .protocol import jsonrpc
+from .server import SERVER_ATTRIBUTE
 from .transport import sse
 from .transport.http import Reply
-from .transport.views import ENCODER, Answer, Hooks, body_limit, failure, respond, too_large
+from .transport.views import (
+    ENCODER,
+    Answer,
+    Hooks,
+    body_limit,
+    declared_length,
+    failure,
+    respond,
+    too_large,
+)
 
 if TYPE_CHECKING:
     from .server import Server
@@ -65,8 +75,6 @@ ASGIApp = Callable[[Any, Any, Any], Awaitable[None]]
 
 logger = logging.getLogger("django.request")
 
-#: The attribute ``Server.urls`` sets on the views it builds: the ``Server`` they serve.
-SERVER_ATTRIBUTE = "mcp_server"
 
 _SSE_HEADERS = [(name.lower().encode(), value.encode()) for name, value in sse.HEADERS.items()]
 _JSON = (b"content-type", b"application/json")
@@ -204,11 +212,7 @@ async def _answer(
     server: Server, request: ASGIRequest, body: io.BytesIO, receive: Receive
 ) -> Answer:
     limit = body_limit()
-    try:
-        declared = int(request.META.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        declared = 0
-    if declared > limit:
+    if declared_length(request) > limit:
         raise _TooLarge
     size = 0
     while True:

@@ -90,16 +90,12 @@ def write(entry: Record) -> ToolCall:
     """
     from .models import ToolCall
 
-    row = _row(entry)
+    row = _built(_columns(entry))
     alias = router.db_for_write(ToolCall)
     # A savepoint: a failed insert must not break a transaction the caller has open.
     with transaction.atomic(using=alias):
         row.save(using=alias)
     return row
-
-
-def _row(entry: Record) -> ToolCall:
-    return _built(_columns(entry))
 
 
 #: The columns of a queued row, in the order ``_columns`` gives their values.
@@ -143,12 +139,10 @@ def _columns(entry: Record) -> Columns:
     )
 
 
-def _built(item: ToolCall | Columns) -> ToolCall:
+def _built(item: Columns) -> ToolCall:
     from .models import ToolCall
 
-    if isinstance(item, tuple):
-        return ToolCall(**dict(zip(COLUMNS, item, strict=True)))
-    return item
+    return ToolCall(**dict(zip(COLUMNS, item, strict=True)))
 
 
 def _stored_user_id(user: Any) -> Any:
@@ -179,14 +173,13 @@ def _kept_arguments(arguments: Any) -> Any:
 
 #: A row in the queue: ``(seq, when queued (time.monotonic()), row)``. A plain tuple,
 #: like the row's own values, so the garbage collector stops tracking it.
-_Queued = tuple[int, float, "ToolCall | Columns"]
+_Queued = tuple[int, float, Columns]
 
 
 class _Queue:
     """The rows of this process waiting to be written, and the thread that writes them."""
 
     def __init__(self) -> None:
-        self.pid = os.getpid()
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)
         # Held by whoever writes (the thread or a flush()), so batches go out in order.
@@ -203,18 +196,20 @@ _queue = _Queue()
 
 
 def _current() -> _Queue:
-    global _queue
-    if _queue.pid != os.getpid():
-        # A forked child: the parent's rows are the parent's to write, its thread is not here,
-        # and its locks may have been held by that thread at the fork.
-        _queue = _Queue()
     return _queue
 
 
-os.register_at_fork(after_in_child=_current)
+def _forked() -> None:
+    # A forked child: the parent's rows are the parent's to write, its thread is not here,
+    # and its locks may have been held by that thread at the fork.
+    global _queue
+    _queue = _Queue()
 
 
-def _enqueue(row: ToolCall | Columns) -> None:
+os.register_at_fork(after_in_child=_forked)
+
+
+def _enqueue(row: Columns) -> None:
     queue = _current()
     batch = conf.AUDIT_BATCH_SIZE
     cap = conf.AUDIT_MAX_PENDING
@@ -337,7 +332,7 @@ def _drain(queue: _Queue, upto: int) -> bool:
 ROW_FAULTS = (IntegrityError, DataError, ValueError, TypeError)
 
 
-def _write_batch(items: list[ToolCall | Columns]) -> int:
+def _write_batch(items: list[Columns]) -> int:
     """Write ``items`` in order; how many are written (or dropped) before a failure that may pass."""
     from .models import ToolCall
 
@@ -357,7 +352,7 @@ def _write_batch(items: list[ToolCall | Columns]) -> int:
         except ROW_FAULTS:
             logger.exception("Could not write an audit record, dropped: %s", row)
         except Exception:
-            _unsaved(rows[done:])
+            # The queue keeps the rows' values; these model instances are dropped.
             logger.exception(KEPT, len(rows) - done)
             return done
     return len(rows)
@@ -369,13 +364,14 @@ _PLAIN_TYPES = frozenset(
 )
 
 
-def _insert(items: list[ToolCall | Columns], alias: str) -> None:
+def _insert(items: list[Columns], alias: str) -> None:
     """Multi-row INSERTs of the values ``bulk_create`` would write (datetimes and JSON prepared
     by their fields), without building and walking a model instance per row."""
     from .models import ToolCall
 
     connection = connections[alias]
-    fields = [field for field in ToolCall._meta.concrete_fields if not field.primary_key]
+    by_name = {field.attname: field for field in ToolCall._meta.concrete_fields}
+    fields = [by_name[name] for name in COLUMNS]
     quote = connection.ops.quote_name
     head = "INSERT INTO {} ({})".format(
         quote(ToolCall._meta.db_table), ", ".join(quote(str(field.column)) for field in fields)
@@ -384,7 +380,6 @@ def _insert(items: list[ToolCall | Columns], alias: str) -> None:
         None if field.get_internal_type() in _PLAIN_TYPES else field.get_db_prep_save
         for field in fields
     ]
-    positions = [COLUMNS.index(field.attname) for field in fields]
     row_marks = "({})".format(", ".join(["%s"] * len(fields)))
     # Many rows per statement: the database module lets go of the GIL once per statement,
     # and a thread that must get it back each time waits behind the request threads.
@@ -396,13 +391,10 @@ def _insert(items: list[ToolCall | Columns], alias: str) -> None:
             chunk = items[start : start + size]
             params: list[Any] = []
             for item in chunk:
-                values = item if isinstance(item, tuple) else [getattr(item, n) for n in COLUMNS]
                 params.extend(
                     # None is SQL NULL for every column, the JSON one included.
                     value if prep is None or value is None else prep(value, connection)
-                    for value, prep in zip(
-                        [values[index] for index in positions], prepare, strict=True
-                    )
+                    for value, prep in zip(item, prepare, strict=True)
                 )
             cursor.execute(f"{head} VALUES {', '.join([row_marks] * len(chunk))}", params)
 

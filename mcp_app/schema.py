@@ -125,7 +125,6 @@ class JSONSchemaValidator(Validator):
         # A tool's schema is validated on every call, and compiling it (meta-schema check,
         # reference check) costs far more than validating a typical argument object.
         self._compiled = functools.lru_cache(maxsize=cache_size)(_compile)
-        self._quick = functools.lru_cache(maxsize=cache_size)(_quick_check)
 
     def check_schema(self, schema: Schema) -> None:
         """Check that ``schema`` is a usable JSON Schema, caching the compiled result.
@@ -143,9 +142,7 @@ class JSONSchemaValidator(Validator):
             SchemaError: as for ``check_schema``, or a reference met only while validating
                 does not resolve locally.
         """
-        key = _canonical(schema)
-        compiled = self._compiled(key)
-        quick = self._quick(key)
+        compiled, quick = self._compiled(_canonical(schema))
         if quick is not None and quick(instance):
             return []
         try:
@@ -164,7 +161,6 @@ class JSONSchemaValidator(Validator):
     def cache_clear(self) -> None:
         """Forget every compiled schema."""
         self._compiled.cache_clear()
-        self._quick.cache_clear()
 
 
 def validate(
@@ -249,7 +245,8 @@ def _plain(value: object) -> dict[str, Any]:
     raise TypeError(f"{type(value).__name__} is not a JSON type")
 
 
-def _compile(key: str) -> Any:
+def _compile(key: str) -> tuple[Any, Any]:
+    """The validator of the schema ``key`` spells, and its quick check (or ``None``)."""
     # Compile from the canonical text, not the caller's object, so that a caller mutating its
     # schema later cannot change what a cached validator enforces.
     schema = json.loads(key)
@@ -259,7 +256,8 @@ def _compile(key: str) -> Any:
     except jsonschema.exceptions.SchemaError as error:
         raise SchemaError(_describe(error), _pointer(error.absolute_path)) from error
     _check_refs(schema)
-    return cls(schema, registry=_REGISTRY, format_checker=cls.FORMAT_CHECKER)
+    validator = cls(schema, registry=_REGISTRY, format_checker=cls.FORMAT_CHECKER)
+    return validator, _quick_check(schema)
 
 
 # -- a quick check for the schemas most tools have ------------------------------------------
@@ -324,10 +322,9 @@ def _quick_property(schema: object) -> Any:
     return lambda value: any(test(value) for test in tests)
 
 
-def _quick_check(key: str) -> Any:
+def _quick_check(schema: Any) -> Any:
     """For an object schema of simply typed properties, a function that returns ``True``
     only for instances the schema accepts; ``None`` for any other schema."""
-    schema = json.loads(key)
     if not isinstance(schema, dict) or not set(schema) <= _QUICK_ROOT:
         return None
     if schema.get("type") != "object":

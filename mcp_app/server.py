@@ -21,6 +21,10 @@ __all__ = ["Server", "servers", "site"]
 servers: dict[str, Server] = {}
 
 
+#: The attribute ``Server.urls`` sets on the views it builds: the ``Server`` they serve.
+SERVER_ATTRIBUTE = "mcp_server"
+
+
 def channel_name(server_name: str, topic: str) -> str:
     """The delivery channel of a server's topic, for processes that do not serve it."""
     return f"mcp:{server_name}:{topic}"
@@ -440,7 +444,7 @@ class Server:
 
         view: Any = sync_view(self) if conf.VIEW == "sync" else async_view(self)
         # How mcp_app.asgi.route knows this view's requests, to serve them itself.
-        view.mcp_server = self
+        setattr(view, SERVER_ATTRIBUTE, self)
         # Both ``/mcp`` and ``/mcp/`` answer, so no client is redirected (a POST cannot be).
         patterns = [re_path(r"^(?:/)?$", view, name="endpoint")]
         return patterns, "mcp_app", self.name

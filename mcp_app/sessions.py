@@ -135,7 +135,7 @@ class DatabaseSessionStore(SessionStore):
             initialized=row.initialized,
         )
         _recent.store(session_id, (_copy(data), written), epoch)
-        return _copy(data)
+        return data
 
     def _restart_clock(self, session_id: str, data: SessionData) -> None:
         from .models import Session

@@ -515,10 +515,9 @@ def test_a_row_that_cannot_be_written_is_dropped_alone(
     deferred()
     audit.record(entry("tool-0"))
     # No row record() builds breaks a constraint: one made by hand does.
-    broken = ToolCall(
-        method="tools/call", name="broken", caller_id="anonymous", duration_ms=1.0, rounds=-1
-    )
-    audit._enqueue(broken)
+    broken = dict(zip(audit.COLUMNS, audit._columns(entry("broken")), strict=True))
+    broken["rounds"] = -1
+    audit._enqueue(tuple(broken.values()))
     audit.record(entry("tool-1"))
     with caplog.at_level(logging.ERROR, logger="mcp_app"):
         assert audit.flush()

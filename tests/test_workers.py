@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextvars
 import threading
 import time
+from concurrent.futures import Future
+from typing import Any
 
 import pytest
 
@@ -14,11 +16,25 @@ from mcp_app.transport.workers import Workers
 NAME: contextvars.ContextVar[str] = contextvars.ContextVar("name", default="none")
 
 
+def submit(pool: Workers, fn: Any, *args: Any) -> Future[Any]:
+    """Run ``fn(*args)`` on the pool; its outcome in a future."""
+    future: Future[Any] = Future()
+
+    def task() -> None:
+        try:
+            future.set_result(fn(*args))
+        except BaseException as exc:
+            future.set_exception(exc)
+
+    pool.run(task)
+    return future
+
+
 def test_a_free_thread_is_reused() -> None:
     pool = Workers()
     threads = set()
     for _ in range(20):
-        threads.add(pool.submit(threading.get_ident).result(5))
+        threads.add(submit(pool, threading.get_ident).result(5))
         deadline = time.monotonic() + 5
         while pool.idle == 0 and time.monotonic() < deadline:
             time.sleep(0.001)
@@ -29,9 +45,9 @@ def test_a_free_thread_is_reused() -> None:
 def test_busy_threads_never_make_a_call_wait() -> None:
     pool = Workers()
     release = threading.Event()
-    blocked = [pool.submit(release.wait, 10) for _ in range(5)]
+    blocked = [submit(pool, release.wait, 10) for _ in range(5)]
     # Every thread is taken; one more call still runs at once.
-    assert pool.submit(lambda: "ran").result(5) == "ran"
+    assert submit(pool, lambda: "ran").result(5) == "ran"
     assert pool.started == 6
     release.set()
     assert all(f.result(5) for f in blocked)
@@ -39,12 +55,12 @@ def test_busy_threads_never_make_a_call_wait() -> None:
 
 def test_results_exceptions_and_context_reach_the_caller() -> None:
     pool = Workers()
-    assert pool.submit(sum, [1, 2, 3]).result(5) == 6
+    assert submit(pool, sum, [1, 2, 3]).result(5) == 6
     with pytest.raises(ZeroDivisionError):
-        pool.submit(lambda: 1 / 0).result(5)
+        submit(pool, lambda: 1 / 0).result(5)
     token = NAME.set("caller")
     try:
-        assert pool.submit(NAME.get).result(5) == "caller"
+        assert submit(pool, NAME.get).result(5) == "caller"
     finally:
         NAME.reset(token)
 
@@ -52,12 +68,12 @@ def test_results_exceptions_and_context_reach_the_caller() -> None:
 def test_an_idle_thread_ends(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(module, "IDLE_SECONDS", 0.05)
     pool = Workers()
-    ident = pool.submit(threading.get_ident).result(5)
+    ident = submit(pool, threading.get_ident).result(5)
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline and any(t.ident == ident for t in threading.enumerate()):
         time.sleep(0.01)
     assert not any(t.ident == ident for t in threading.enumerate())
     assert pool.idle == 0
     # The pool still serves, on a new thread.
-    assert pool.submit(lambda: 1).result(5) == 1
+    assert submit(pool, lambda: 1).result(5) == 1
     assert pool.started == 2

@@ -71,6 +71,14 @@ def body_limit() -> int:
     return limit if django_limit is None else min(limit, django_limit)
 
 
+def declared_length(request: HttpRequest) -> int:
+    """The body length the request declares (``Content-Length``); 0 if none or unreadable."""
+    try:
+        return int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return 0
+
+
 def _body(request: HttpRequest) -> bytes:
     """The POST body; one declared longer than ``MAX_BODY_BYTES`` is refused unread.
 
@@ -80,11 +88,7 @@ def _body(request: HttpRequest) -> bytes:
     """
     if request.method != "POST":
         return b""
-    try:
-        declared = int(request.META.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        declared = 0
-    if declared > conf.MAX_BODY_BYTES:
+    if declared_length(request) > conf.MAX_BODY_BYTES:
         raise RequestDataTooBig("Request body over MAX_BODY_BYTES")
     return request.body
 
@@ -158,10 +162,6 @@ def host_refused_reply() -> Reply:
     return Reply(403, jsonrpc.error_response(None, jsonrpc.InvalidRequest("Host not allowed")))
 
 
-def host_refused() -> HttpResponse:
-    return to_response(host_refused_reply())
-
-
 def _reply(server: Server, request: HttpRequest, hooks: Hooks) -> Reply:
     """What the endpoint answers a request: refusals first, then ``Endpoint.handle``."""
     data = incoming(request, hooks.headers(request))
@@ -199,17 +199,27 @@ def failure(exc: Exception, request: HttpRequest) -> HttpResponse:
 
 
 def _run(call: Call, put: Callable[[tuple[str, Any]], None]) -> None:
-    """Run a call in this (worker) thread, passing what it produces to ``put``."""
-    close_old_connections()
+    """Run a call in this thread, passing what it produces to ``put``.
+
+    The thread's database connections are the caller's to let go of (``Hooks`` in a
+    request's hop, ``_run_alone`` for the sync view's call thread).
+    """
     try:
         status, final = call.run(lambda event: put((_EVENT, event)))
     except BaseException as exc:  # the endpoint answers errors itself; this is a last resort
         call.ctx.server.endpoint.report(exc, call.ctx)
         error = jsonrpc.error_response(call.request_id, jsonrpc.InternalError("Internal error"))
         status, final = 500, Event(error)
+    put((_FINAL, (status, final)))
+
+
+def _run_alone(call: Call, put: Callable[[tuple[str, Any]], None]) -> None:
+    """``_run`` in a pool thread of its own, its stale connections let go of before and after."""
+    close_old_connections()
+    try:
+        _run(call, put)
     finally:
         close_old_connections()
-    put((_FINAL, (status, final)))
 
 
 class Hooks:
@@ -353,10 +363,9 @@ async def respond(server: Server, request: HttpRequest, hooks: Hooks = _DJANGO_H
         raise
     if kind == _FAILED:
         return Answer(response=payload if payload is not None else internal_error())
-    if kind == _FINAL:
-        # Plain JSON when the call finished before producing anything else.
-        status, final = payload
-        return Answer(reply=Reply(status, final.message))
+    plain = _plain_reply(kind, payload)
+    if plain is not None:
+        return Answer(reply=plain)
     return Answer(stream=_call_chunks(call, kind, payload, items))
 
 
@@ -397,11 +406,11 @@ async def _listen_chunks(stream: Stream) -> AsyncGenerator[bytes, None]:
         relay.unsubscribe()
 
 
-def _first_response(call: Call, kind: str, payload: Any) -> HttpResponseBase | None:
+def _plain_reply(kind: str, payload: Any) -> Reply | None:
     """Plain JSON when the call finished before producing anything else."""
     if kind == _FINAL:
         status, final = payload
-        return to_response(Reply(status, final.message))
+        return Reply(status, final.message)
     return None
 
 
@@ -485,12 +494,7 @@ def sync_view(server: Server) -> Callable[..., HttpResponseBase]:
 
     @csrf_exempt
     def mcp_endpoint(request: HttpRequest) -> HttpResponseBase:
-        data = incoming(request)
-        if data is None:
-            return host_refused()
-        if isinstance(data, Reply):
-            return to_response(data)
-        reply = server.endpoint.handle(data)
+        reply = _reply(server, request, _DJANGO_HOOKS)
         if reply.listen is not None:
             return _stream_sync_listen(reply.listen)
         if reply.call is None:
@@ -502,11 +506,11 @@ def sync_view(server: Server) -> Callable[..., HttpResponseBase]:
 
 def _stream_sync_call(call: Call) -> HttpResponseBase:
     items = Pipe()
-    workers.submit(_run, call, items.put)
+    workers.run(functools.partial(_run_alone, call, items.put))
     kind, payload = items.get()
-    plain = _first_response(call, kind, payload)
+    plain = _plain_reply(kind, payload)
     if plain is not None:
-        return plain
+        return to_response(plain)
 
     def body() -> Iterator[bytes]:
         relay = _CallRelay(call)

@@ -12,12 +12,9 @@ import contextvars
 import queue
 import threading
 from collections.abc import Callable
-from concurrent.futures import Executor, Future
-from typing import Any, TypeVar
 
 __all__ = ["Workers", "workers"]
 
-T = TypeVar("T")
 
 #: How long an idle thread waits for work before it ends.
 IDLE_SECONDS = 60.0
@@ -46,12 +43,8 @@ class _Thread:
             self.pool._idle(self)
 
 
-class Workers(Executor):
-    """Run functions on reused threads; never queues behind a busy thread.
-
-    An ``Executor``, so ``asgiref``'s ``sync_to_async(..., executor=workers)`` and
-    ``loop.run_in_executor`` take it.
-    """
+class Workers:
+    """Run functions on reused threads; never queues behind a busy thread."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -67,25 +60,6 @@ class Workers(Executor):
             context.run(fn)
 
         self._start(task)
-
-    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
-        """Run ``fn(*args, **kwargs)`` on a free thread (a new one if none is), in the caller's
-        context."""
-        future: Future[T] = Future()
-        context = contextvars.copy_context()
-
-        def task() -> None:
-            if not future.set_running_or_notify_cancel():
-                return
-            try:
-                result = context.run(fn, *args, **kwargs)
-            except BaseException as exc:
-                future.set_exception(exc)
-            else:
-                future.set_result(result)
-
-        self._start(task)
-        return future
 
     def _start(self, task: Callable[[], None]) -> None:
         with self._lock:
