@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -519,13 +520,23 @@ def test_a_client_that_goes_away_cancels_its_call(
     app: Route, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cancelled: list[Call] = []
-    original = Call.cancel
+    original_cancel, original_run = Call.cancel, Call.run
+    # The handler goes on until it returns; the test ends only after it has, so its
+    # transaction is not still open while the next test runs.
+    finished = threading.Event()
 
     def cancel(self: Call) -> None:
         cancelled.append(self)
-        original(self)
+        original_cancel(self)
+
+    def run(self: Call, emit: Any) -> Any:
+        try:
+            return original_run(self, emit)
+        finally:
+            finished.set()
 
     monkeypatch.setattr(Call, "cancel", cancel)
+    monkeypatch.setattr(Call, "run", run)
 
     async def leave_after_the_first_event(done: Exchange) -> None:
         await done.body_sent.wait()
@@ -541,6 +552,7 @@ def test_a_client_that_goes_away_cancels_its_call(
     assert done.headers["content-type"] == "text/event-stream"
     assert len(done.messages()) < 4  # the final result never went out
     assert len(cancelled) == 1 and cancelled[0].ctx.cancelled.is_set()
+    assert finished.wait(5)
 
 
 def test_a_listen_stream_stays_open_until_the_client_goes_away(app: Route, mcp: Any) -> None:
