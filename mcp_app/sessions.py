@@ -118,9 +118,9 @@ class DatabaseSessionStore(SessionStore):
         row = Session.objects.filter(pk=session_id, last_seen__gte=self._idle_cutoff()).first()
         if row is None:
             return None
-        written = time.monotonic() - (now - row.last_seen).total_seconds()
-        if (now - row.last_seen).total_seconds() > 1:
-            # Restarting the idle clock at most once a second keeps busy sessions cheap.
+        age = (now - row.last_seen).total_seconds()
+        written = time.monotonic() - age
+        if age > self._touch_every():
             Session.objects.filter(pk=session_id).update(last_seen=now)
             written = time.monotonic()
         data = SessionData(
