@@ -40,6 +40,11 @@ NUMBERS = (
     "AUDIT_BATCH_SIZE",
     "AUDIT_MAX_PENDING",
 )
+#: Settings of seconds that may also be 0, and what 0 does.
+ZERO_ALLOWED = {
+    "AUDIT_FLUSH_SECONDS": "to write each audit row in the request's thread",
+    "RECHECK_SECONDS": "to read the catalog's generation and sessions on every call",
+}
 SWITCHES = ("VALIDATE_INPUT", "VALIDATE_OUTPUT", "ATOMIC", "AUDIT", "AUDIT_ARGUMENTS")
 #: Switches that may also be None (ATOMIC: follow the database's ATOMIC_REQUESTS).
 OPTIONAL_SWITCHES = ("ATOMIC",)
@@ -262,19 +267,17 @@ def _check_numbers(raw: dict[str, Any]) -> list[CheckMessage]:
                     id="mcp_app.E009",
                 )
             )
-    if "AUDIT_FLUSH_SECONDS" in raw:
-        # 0 is allowed: it writes each audit row in the request's thread.
-        seconds = raw["AUDIT_FLUSH_SECONDS"]
-        if (
-            isinstance(seconds, bool)
-            or not isinstance(seconds, int | float)
-            or not math.isfinite(seconds)
-            or seconds < 0
-        ):
+    for name, zero in ZERO_ALLOWED.items():
+        if name not in raw:
+            continue
+        try:
+            seconds = None if isinstance(raw[name], bool) else float(getattr(conf, name))
+        except (TypeError, ValueError, OverflowError):
+            seconds = None
+        if seconds is None or not math.isfinite(seconds) or seconds < 0:
             errors.append(
                 Error(
-                    "MCP_APP['AUDIT_FLUSH_SECONDS'] must be a number of seconds, or 0 to write "
-                    "each audit row in the request's thread.",
+                    f"MCP_APP['{name}'] must be a number of seconds, or 0 {zero}.",
                     id="mcp_app.E009",
                 )
             )

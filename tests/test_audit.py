@@ -643,7 +643,9 @@ def test_a_clean_exit_writes_what_is_queued(tmp_path: Any) -> None:
     "value",
     [
         {"AUDIT_FLUSH_SECONDS": -1},
-        {"AUDIT_FLUSH_SECONDS": "1"},
+        {"AUDIT_FLUSH_SECONDS": "soon"},
+        {"RECHECK_SECONDS": -0.5},
+        {"RECHECK_SECONDS": "inf"},
         {"AUDIT_FLUSH_SECONDS": True},
         {"AUDIT_FLUSH_SECONDS": math.inf},
         {"AUDIT_BATCH_SIZE": 0},
@@ -659,5 +661,9 @@ def test_writer_settings_in_range_pass() -> None:
     good = {"AUDIT_FLUSH_SECONDS": 0, "AUDIT_BATCH_SIZE": 50, "AUDIT_MAX_PENDING": 1000}
     with override_settings(MCP_APP=good):
         assert check_settings() == []
-    with override_settings(MCP_APP={"AUDIT_FLUSH_SECONDS": 2.5}):
-        assert check_settings() == []
+    # Read as conf reads them, as the other numbers are (an environment variable's "2.5").
+    for seconds in (2.5, "2.5", "0"):
+        with override_settings(
+            MCP_APP={"AUDIT_FLUSH_SECONDS": seconds, "RECHECK_SECONDS": seconds}
+        ):
+            assert check_settings() == []
