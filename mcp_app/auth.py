@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -77,6 +78,11 @@ def admit(request: Any, server_name: str) -> tuple[Any, Refusal | None]:
         user: Any = getattr(request, "user", None)
         drf_request = None
     else:
+        if _has_controls(request.META.get("HTTP_AUTHORIZATION", "")):
+            # No HTTP field value holds them, and no credential does: refused before an
+            # authenticator looks one up (PostgreSQL refuses a NUL in any query).
+            message = "Invalid Authorization header: it holds control characters"
+            return None, _unauthorized(request, message, invalid=True)
         drf_request = Request(request, authenticators=_instances(authenticators))
         try:
             user = drf_request.user
@@ -109,6 +115,14 @@ def admit(request: Any, server_name: str) -> tuple[Any, Refusal | None]:
             429, f"Too many requests; retry in {retry} s", {"Retry-After": str(retry)}
         )
     return user, None
+
+
+#: Control characters, which RFC 9110 allows in no field value but for the horizontal tab.
+_CONTROLS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def _has_controls(value: str) -> bool:
+    return _CONTROLS.search(value) is not None
 
 
 def _refusal(request: Any, exc: Any) -> Refusal:

@@ -219,6 +219,28 @@ def test_a_bad_token_is_401_invalid_token(mcp: Any) -> None:
     assert response.json()["error"]["message"] == "Invalid token."
 
 
+@pytest.mark.parametrize("keyword", ["Token", "Bearer"])
+@pytest.mark.parametrize("credentials", ["\x00", "abc\x00def", "key\x1f", "key\x7f"])
+def test_credentials_with_control_characters_are_401_never_looked_up(
+    mcp: Any, keyword: str, credentials: str
+) -> None:
+    # No HTTP field value holds them; PostgreSQL refuses a NUL in any query.
+    mcp(AUTHENTICATION_CLASSES=[TOKEN, BEARER], PERMISSION_CLASSES=[AUTHENTICATED])
+    response = post("tools/list", headers={"Authorization": f"{keyword} {credentials}"})
+    assert response.status_code == 401
+    assert response["WWW-Authenticate"].startswith('Bearer error="invalid_token"')
+    assert "control characters" in response.json()["error"]["message"]
+
+
+def test_a_tab_in_the_authorization_header_is_left_to_the_authenticators(mcp: Any) -> None:
+    user = make_user("tabby")
+    key = Token.objects.create(user=user).key
+    mcp(AUTHENTICATION_CLASSES=[TOKEN], PERMISSION_CLASSES=[AUTHENTICATED])
+    response = post("tools/list", headers={"Authorization": f"Token\t{key}"})
+    # A field value may hold a tab, and DRF splits the header on any whitespace.
+    assert response.status_code == 200
+
+
 def test_the_challenge_names_the_scopes(mcp: Any) -> None:
     mcp(
         AUTHENTICATION_CLASSES=[TOKEN],
