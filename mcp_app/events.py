@@ -24,6 +24,9 @@ def parse_event_id(event_id: str) -> tuple[str, int] | None:
     stream, _, seq = event_id.strip().rpartition("-")
     if not stream or not (seq.isascii() and seq.isdigit()):
         return None
+    if not all("\x21" <= c <= "\x7e" for c in stream):
+        # Not a stream id this server made (PostgreSQL refuses a NUL in any query).
+        return None
     return stream, int(seq)
 
 

@@ -37,6 +37,23 @@ def new_session_id() -> str:
     return secrets.token_urlsafe(32)
 
 
+#: Most characters a session id is looked up with (the length of ``Session.id``); this
+#: server's are 43.
+SESSION_ID_MAX = 64
+
+
+def well_formed(session_id: str) -> bool:
+    """Whether ``session_id`` could name a session: visible ASCII, as the transport requires.
+
+    Anything else is not looked up (PostgreSQL refuses a NUL in any query).
+    """
+    return (
+        0 < len(session_id) <= SESSION_ID_MAX
+        and session_id.isascii()
+        and all("\x21" <= c <= "\x7e" for c in session_id)
+    )
+
+
 class SessionStore:
     """Where sessions live so that every worker process finds them."""
 

@@ -379,3 +379,22 @@ def test_new_session_ids_are_random_url_safe_and_long() -> None:
     assert len(ids) == 50
     for session_id in ids:
         assert re.fullmatch(r"[A-Za-z0-9_-]{43}", session_id)
+
+
+@pytest.mark.parametrize(
+    ("session_id", "ok"),
+    [
+        (new_session_id(), True),
+        ("!" + "~" * 63, True),
+        ("x" * 65, False),
+        ("", False),
+        ("with space", False),
+        ("a\x00b", False),
+        ("é", False),
+        ("tab\t", False),
+    ],
+)
+def test_well_formed_session_ids_are_visible_ascii_within_the_column(
+    session_id: str, ok: bool
+) -> None:
+    assert sessions.well_formed(session_id) is ok

@@ -209,7 +209,7 @@ class LegacyEndpoint:
             return None, error_reply(
                 None, InvalidRequest(f"Unsupported MCP-Protocol-Version: {version}"), 400
             )
-        session = sessions.store().get(session_id)
+        session = sessions.store().get(session_id) if sessions.well_formed(session_id) else None
         if session is None or session.server != self.server.name:
             return None, error_reply(None, InvalidRequest("Session not found"), 404)
         if session.caller != caller_id(incoming.user):
