@@ -127,11 +127,11 @@ def _columns(entry: Record) -> Columns:
         caller_id(entry.user)[:100],
         entry.server[:100],
         entry.method[:32],
-        entry.name[:512],
+        _text(entry.name[:512]),
         entry.era[:16],
         round(float(entry.duration_ms), 3),
         entry.outcome[:16],
-        entry.error[:ERROR_MAX_CHARS],
+        _text(entry.error[:ERROR_MAX_CHARS]),
         max(0, int(entry.rounds)),
         _kept_arguments(entry.arguments) if setting("AUDIT_ARGUMENTS") else None,
         # The time of the call, however late the row is written.
@@ -166,6 +166,16 @@ def _kept_arguments(arguments: Any) -> Any:
     if size > ARGUMENTS_MAX_BYTES:
         return {"$omitted": f"{size} bytes of arguments, over the audit limit"}
     return arguments
+
+
+#: What stands for a NUL character in an audit row.
+NUL_STAND_IN = "\ufffd"
+
+
+def _text(value: str) -> str:
+    """``value`` with any NUL replaced: PostgreSQL's text columns hold none, and the row
+    must still be written (its arguments keep theirs: see ``WireJSONField``)."""
+    return value.replace("\x00", NUL_STAND_IN) if "\x00" in value else value
 
 
 # -- deferred writes ---------------------------------------------------------------------------

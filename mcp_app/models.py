@@ -17,6 +17,7 @@ from django.utils.text import capfirst
 
 from . import rows
 from . import schema as schema_module
+from .fields import WireJSONField
 from .registry import NAME_RE
 from .uritemplate import URITemplate, URITemplateError
 
@@ -27,10 +28,10 @@ class Session(models.Model):
     id = models.CharField(primary_key=True, max_length=64)
     server = models.CharField(max_length=100)
     protocol_version = models.CharField(max_length=20)
-    client_info = models.JSONField(default=dict, blank=True)
-    capabilities = models.JSONField(default=dict, blank=True)
+    client_info = WireJSONField(default=dict, blank=True)
+    capabilities = WireJSONField(default=dict, blank=True)
     log_level = models.CharField(max_length=16, blank=True, default="")
-    subscriptions = models.JSONField(default=list, blank=True)
+    subscriptions = WireJSONField(default=list, blank=True)
     caller = models.CharField(max_length=100, default="anonymous")
     initialized = models.BooleanField(default=False)
     created = models.DateTimeField(auto_now_add=True)
@@ -49,7 +50,7 @@ class StreamEvent(models.Model):
     session_id = models.CharField(max_length=64, db_index=True)
     stream = models.CharField(max_length=64)
     seq = models.PositiveIntegerField()
-    message = models.JSONField()
+    message = WireJSONField()
     created = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:
@@ -67,7 +68,7 @@ class DeliveryMessage(models.Model):
 
     id = models.BigAutoField(primary_key=True)
     channel = models.CharField(max_length=200)
-    message = models.JSONField()
+    message = WireJSONField()
     created = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:
@@ -720,7 +721,7 @@ class ToolCall(models.Model):
     outcome = models.CharField(max_length=16, choices=OUTCOMES)
     error = models.TextField(blank=True)
     rounds = models.PositiveIntegerField(default=0, help_text="Rounds of input asked for.")
-    arguments = models.JSONField(
+    arguments = WireJSONField(
         null=True,
         blank=True,
         help_text="Kept only with MCP_APP['AUDIT_ARGUMENTS'] = True.",

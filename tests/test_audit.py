@@ -195,6 +195,22 @@ def test_outcomes_and_errors() -> None:
 
 
 @both_ways
+def test_nul_characters_a_client_sent_are_kept(mcp: Any) -> None:
+    # PostgreSQL's text and jsonb hold no NUL: the row is written all the same, on any
+    # database, its arguments exactly and its name and error with U+FFFD in their place.
+    mcp(AUDIT_ARGUMENTS=True)
+    client = MCPClient(audited)
+    arguments = {"numbers": [1], "no\x00te": ["a\x00b", {"k": "\x00"}]}
+    client.call_tool("add", arguments)
+    with pytest.raises(MCPClientError):
+        client.call_tool("no\x00such")
+    added, unknown = rows()
+    assert added.arguments == arguments
+    assert (unknown.name, unknown.outcome) == ("no\ufffdsuch", "failed")
+    assert unknown.error == "Unknown tool: no\ufffdsuch"
+
+
+@both_ways
 def test_an_input_dialogue_is_a_row_per_round() -> None:
     MCPClient(audited, handlers=ANSWERS).call_tool("greet")
     first, second = rows()

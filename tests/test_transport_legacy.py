@@ -556,6 +556,19 @@ def test_unknown_session_id_is_404(http_method: str) -> None:
     assert response.status_code == 404
 
 
+@pytest.mark.parametrize("session_id", ["\x00", "a\x00b", "with space", "tab\tinside", "é" * 8])
+def test_a_session_id_no_server_could_have_made_is_404_unread(session_id: str) -> None:
+    # Session ids are visible ASCII; anything else is not looked up (PostgreSQL refuses NULs).
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    headers = {"Accept": ACCEPT, "Mcp-Session-Id": session_id}
+    with CaptureQueriesContext(connection) as queries:
+        response = post_raw(Client(), {"jsonrpc": "2.0", "id": 1, "method": "ping"}, **headers)
+    assert response.status_code == 404
+    assert not [q for q in queries if "mcp_app_session" in q["sql"]]
+
+
 def test_session_of_another_server_is_404(session: LegacySession) -> None:
     Session.objects.filter(pk=session.id).update(server="another-server")
     assert session.request("ping").status_code == 404
@@ -746,6 +759,21 @@ def test_subscribe_and_unsubscribe_keep_the_sessions_uris(session: LegacySession
     assert row.subscriptions == [WATCHED, "test://static-text"]
     assert session.result_of("resources/unsubscribe", {"uri": WATCHED}) == {}
     assert Session.objects.get(pk=session.id).subscriptions == ["test://static-text"]
+
+
+def test_nul_characters_a_client_sends_are_kept_by_its_session() -> None:
+    # PostgreSQL's jsonb holds no NUL; the session stores them all the same.
+    client = Client()
+    body = initialize_body(capabilities={"experimental": {"x\x00": {}}})
+    body["params"]["clientInfo"] = {"name": "nul\x00client", "version": "1"}
+    response = post_raw(client, body)
+    assert response.status_code == 200, response.content
+    session = LegacySession(client, response["Mcp-Session-Id"], LATEST, response.json()["result"])
+    assert session.result_of("resources/subscribe", {"uri": "test://a\x00b"}) == {}
+    row = Session.objects.get(pk=session.id)
+    assert row.client_info == {"name": "nul\x00client", "version": "1"}
+    assert row.capabilities == {"experimental": {"x\x00": {}}}
+    assert row.subscriptions == ["test://a\x00b"]
 
 
 @pytest.mark.parametrize("method", ["resources/subscribe", "resources/unsubscribe"])

@@ -1,0 +1,52 @@
+"""WireJSONField keeps what clients send, NUL characters included, on every database."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import connection
+
+from mcp_app.fields import WRAPPED
+from mcp_app.models import DeliveryMessage, StreamEvent
+
+pytestmark = pytest.mark.django_db
+
+VALUES: list[Any] = [
+    {"text": "a\x00b"},
+    {"k\x00ey": [1, "\x00", {"deep": "x\x00"}]},
+    ["\x00"],
+    "\x00 alone",
+    # What looks like the wrapper is stored wrapped too, so it reads back as itself.
+    {WRAPPED: "[1, 2]"},
+    {WRAPPED: "not json at all"},
+    # A literal backslash before "u0000" is not a NUL.
+    {"text": "\\u0000"},
+    {"plain": [1, 2.5, True, None, "é"]},
+    [],
+    {},
+    0,
+]
+
+
+@pytest.mark.parametrize("value", VALUES)
+def test_values_read_back_as_they_were_written(value: Any) -> None:
+    row = DeliveryMessage.objects.create(channel="c", message=value)
+    assert DeliveryMessage.objects.get(pk=row.pk).message == value
+    assert DeliveryMessage.objects.values_list("message", flat=True).get(pk=row.pk) == value
+
+
+def test_a_value_without_nul_is_stored_as_plain_json() -> None:
+    StreamEvent.objects.create(session_id="s", stream="t", seq=1, message={"a": ["b"]})
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT message FROM mcp_app_streamevent")
+        (stored,) = cursor.fetchone()
+    assert WRAPPED not in str(stored)
+
+
+def test_a_value_with_nul_is_stored_wrapped_without_a_nul() -> None:
+    StreamEvent.objects.create(session_id="s", stream="t", seq=1, message={"a": "\x00"})
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT message FROM mcp_app_streamevent")
+        (stored,) = cursor.fetchone()
+    assert WRAPPED in str(stored) and "\x00" not in str(stored)
