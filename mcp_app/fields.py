@@ -37,12 +37,20 @@ def _is_wrapper(value: Any) -> bool:
 
 
 def _needs_wrapping(value: Any) -> bool:
-    if _is_wrapper(value):
-        return True
-    if isinstance(value, str):
-        return "\x00" in value
-    if not isinstance(value, dict | list | tuple):
-        return False
-    # json.dumps escapes a NUL as \u0000; a literal backslash before "u0000" only makes a
-    # value wrapped that did not need to be, which reads back the same.
-    return "\\u0000" in json.dumps(value, default=str)
+    return _is_wrapper(value) or holds_nul(value)
+
+
+def holds_nul(value: Any) -> bool:
+    """Whether JSON ``value`` has a NUL character in any of its strings, keys included."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return False

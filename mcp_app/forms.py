@@ -8,6 +8,8 @@ from typing import Any
 from django import forms
 from django.forms.fields import InvalidJSONInput
 
+from .fields import holds_nul
+
 __all__ = ["CodeTextarea", "JSONTextarea", "PrettyJSONField", "RowForm"]
 
 _MONOSPACE = "font-family: monospace; width: 100%; max-width: 48em;"
@@ -31,6 +33,14 @@ class PrettyJSONField(forms.JSONField):
     """JSON shown indented, and an empty box (not ``null``) for no value."""
 
     widget = JSONTextarea
+
+    def validate(self, value: Any) -> None:
+        super().validate(value)
+        if holds_nul(value):
+            # As Django's text fields refuse one; PostgreSQL's jsonb cannot store it either.
+            raise forms.ValidationError(
+                "JSON may not hold a null character (\\u0000).", code="null_characters"
+            )
 
     def prepare_value(self, value: Any) -> Any:
         if isinstance(value, InvalidJSONInput):

@@ -268,6 +268,13 @@ def test_add_a_template_row(admin_client: Client) -> None:
         ({"annotations": json.dumps({"readOnlyHint": 1})}, "annotations", "/readOnlyHint"),
         ({"icons": json.dumps([{"theme": "neon"}])}, "icons", "Invalid icons"),
         ({"meta": "[]"}, "meta", "expected object"),
+        # Stored by no PostgreSQL jsonb column: a form error on every database.
+        (
+            {"input_schema": '{"type": "object", "description": "a\\u0000b"}'},
+            "input_schema",
+            "null character",
+        ),
+        ({"annotations": '{"t\\u0000": true}'}, "annotations", "null character"),
         ({"server": "nowhere"}, "server", "Select a valid choice"),
         (
             {"overrides_code": "on", "name": "missing", "config": "", "handler": ""},
