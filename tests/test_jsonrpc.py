@@ -211,3 +211,40 @@ def test_error_codes_are_the_spec_numbers() -> None:
     assert jsonrpc.HEADER_MISMATCH == -32020
     assert jsonrpc.MISSING_REQUIRED_CLIENT_CAPABILITY == -32021
     assert jsonrpc.UNSUPPORTED_PROTOCOL_VERSION == -32022
+
+
+# -- parsing ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        (b'{"a": [1, 2.5, "x"]}', {"a": [1, 2.5, "x"]}),
+        ('{"smile": "\\ud83d\\ude00"}', {"smile": "\U0001f600"}),
+        (b'"\\\\ud800"', "\\ud800"),  # an escaped backslash: six plain characters
+        ('"é"'.encode(), "é"),
+        ("[1e308, -1e-400, 12345678901234567890123]", [1e308, -0.0, 12345678901234567890123]),
+    ],
+)
+def test_loads_takes_json(text: bytes | str, value: Any) -> None:
+    assert jsonrpc.loads(text) == value
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (b"{nope", "not valid JSON"),
+        (b"\xff\xfe", "not valid JSON"),
+        (b"[NaN]", "NaN is not a JSON number"),
+        ('{"a": -Infinity}', "-Infinity is not a JSON number"),
+        (b"[1e400]", "1e400 is out of a double's range"),
+        (b"[-2E+999]", "-2E\\+999 is out of a double's range"),
+        (b'"\\ud800"', "lone UTF-16 surrogate"),
+        (b'{"\\udfff": 1}', "lone UTF-16 surrogate"),
+        (b'["\\ude00\\ud83d"]', "lone UTF-16 surrogate"),
+        (b'"\xed\xa0\x80"', "lone UTF-16 surrogate"),  # a surrogate's bytes, not UTF-8
+    ],
+)
+def test_loads_refuses_what_is_not_json_or_cannot_be_answered(text: bytes | str, said: str) -> None:
+    with pytest.raises(jsonrpc.ParseError, match=said):
+        jsonrpc.loads(text)

@@ -116,6 +116,40 @@ def test_parse_error(client: Client) -> None:
     assert response.json()["error"]["code"] == -32700
 
 
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_numbers_json_has_not_are_a_parse_error(client: Client, constant: str) -> None:
+    body, headers = modern_request("tools/call", {"name": "add", "arguments": {"numbers": [1]}})
+    data = json.dumps(body).replace("[1]", f"[{constant}]")
+    response = client.post("/mcp", data=data, content_type="application/json", headers=headers)
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == -32700
+    assert constant in response.json()["error"]["message"]
+
+
+def _with_note(escape: str) -> tuple[str, dict[str, str]]:
+    """A call of ``add`` whose extra argument ``note`` is spelt ``escape`` in the JSON text."""
+    arguments = {"numbers": [1], "note": "NOTE"}
+    body, headers = modern_request("tools/call", {"name": "add", "arguments": arguments})
+    return json.dumps(body).replace("NOTE", escape), headers
+
+
+@pytest.mark.parametrize("escape", ["\\ud800", "\\udfff", "x\\ud800y", "\\ude00\\ud83d"])
+def test_a_lone_surrogate_is_a_parse_error(client: Client, escape: str) -> None:
+    # JSON text may spell one, but no UTF-8 (the answer's encoding, PostgreSQL's text) holds it.
+    data, headers = _with_note(escape)
+    response = client.post("/mcp", data=data, content_type="application/json", headers=headers)
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == -32700
+    assert "surrogate" in response.json()["error"]["message"]
+
+
+def test_a_surrogate_pair_is_one_character(client: Client) -> None:
+    data, headers = _with_note("\\ud83d\\ude00")
+    response = client.post("/mcp", data=data, content_type="application/json", headers=headers)
+    assert response.status_code == 200
+    assert response.json()["result"]["structuredContent"] == {"sum": 1}
+
+
 @pytest.mark.parametrize("body", [[{"jsonrpc": "2.0", "id": 1, "method": "ping"}], {"id": 1}, 3])
 def test_invalid_request(client: Client, body: Any) -> None:
     response = post(client, body, {})

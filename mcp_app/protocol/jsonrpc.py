@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import math
+import re
 from typing import Any, Final
 
 JSONDict = dict[str, Any]
@@ -176,3 +179,59 @@ def classify(message: Any) -> str:
     if "id" in message and (("result" in message) != ("error" in message)):
         return "response"
     return "invalid"
+
+
+# -- parsing ---------------------------------------------------------------------------------
+
+#: Where a surrogate code point may come from: a \uD800-\uDFFF escape, or its UTF-8-like
+#: bytes (Python's JSON decoder lets those through).
+_MAYBE_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _not_json(constant: str) -> Any:
+    raise ParseError(f"Parse error: {constant} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        # It would be answered as Infinity, which is not JSON either.
+        raise ParseError(f"Parse error: {text[:40]} is out of a double's range")
+    return value
+
+
+def loads(data: bytes | str) -> Any:
+    """Parse one JSON text as RFC 8259 has it, for a message a client sent.
+
+    Python's decoder also takes ``NaN`` and ``Infinity``, reads a number past a double's range
+    as infinity, and keeps strings holding a lone UTF-16 surrogate, which no UTF-8 text (an
+    answer, a database column) can hold: all are refused.
+
+    Raises:
+        ParseError: the text is not JSON, or not JSON that can be answered.
+        RecursionError: the text nests deeper than the decoder can go.
+    """
+    try:
+        value = json.loads(data, parse_constant=_not_json, parse_float=_finite)
+    except (ValueError, UnicodeDecodeError):
+        raise ParseError("Parse error: the body is not valid JSON") from None
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    if _MAYBE_SURROGATE.search(raw) and _holds_surrogate(value):
+        raise ParseError("Parse error: a string holds a lone UTF-16 surrogate")
+    return value
+
+
+def _holds_surrogate(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False

@@ -203,9 +203,9 @@ class Endpoint:
                 None, InvalidRequest(f"Request body over {conf.MAX_BODY_BYTES} bytes"), 413
             )
         try:
-            message = json.loads(incoming.body)
-        except (ValueError, UnicodeDecodeError):
-            return error_reply(None, ParseError("Parse error: the body is not valid JSON"))
+            message = jsonrpc.loads(incoming.body)
+        except ParseError as exc:
+            return error_reply(None, exc)
         except RecursionError:
             return error_reply(None, InvalidRequest("JSON nested too deeply"), 400)
         depth_limit = conf.MAX_JSON_DEPTH

@@ -76,9 +76,12 @@ class StdioServer:
 
     def receive(self, line: str) -> None:
         try:
-            message = json.loads(line)
-        except ValueError:
-            self.write(jsonrpc.error_response(None, ParseError("Parse error: not valid JSON")))
+            message = jsonrpc.loads(line)
+        except ParseError as exc:
+            self.write(jsonrpc.error_response(None, exc))
+            return
+        except RecursionError:
+            self.write(jsonrpc.error_response(None, InvalidRequest("JSON nested too deeply")))
             return
         kind = jsonrpc.classify(message)
         if kind == "invalid":
