@@ -21,6 +21,7 @@ from django.db import DataError, IntegrityError, connections, router, transactio
 from django.utils import timezone
 
 from .conf import conf
+from .fields import storable
 from .state import caller_id
 
 if TYPE_CHECKING:
@@ -127,11 +128,12 @@ def _columns(entry: Record) -> Columns:
         caller_id(entry.user)[:100],
         entry.server[:100],
         entry.method[:32],
-        _text(entry.name[:512]),
+        # PostgreSQL's text columns hold no NUL (the arguments keep theirs: WireJSONField).
+        storable(entry.name[:512]),
         entry.era[:16],
         round(float(entry.duration_ms), 3),
         entry.outcome[:16],
-        _text(entry.error[:ERROR_MAX_CHARS]),
+        storable(entry.error[:ERROR_MAX_CHARS]),
         max(0, int(entry.rounds)),
         _kept_arguments(entry.arguments) if setting("AUDIT_ARGUMENTS") else None,
         # The time of the call, however late the row is written.
@@ -166,16 +168,6 @@ def _kept_arguments(arguments: Any) -> Any:
     if size > ARGUMENTS_MAX_BYTES:
         return {"$omitted": f"{size} bytes of arguments, over the audit limit"}
     return arguments
-
-
-#: What stands for a NUL character in an audit row.
-NUL_STAND_IN = "\ufffd"
-
-
-def _text(value: str) -> str:
-    """``value`` with any NUL replaced: PostgreSQL's text columns hold none, and the row
-    must still be written (its arguments keep theirs: see ``WireJSONField``)."""
-    return value.replace("\x00", NUL_STAND_IN) if "\x00" in value else value
 
 
 # -- deferred writes ---------------------------------------------------------------------------

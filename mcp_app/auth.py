@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db import DataError
 from rest_framework.authentication import TokenAuthentication
 
 from .conf import conf
@@ -89,6 +90,10 @@ def admit(request: Any, server_name: str) -> tuple[Any, Refusal | None]:
         except exceptions.APIException as exc:
             # Bad credentials, or SessionAuthentication's CSRF check (403), as DRF answers.
             return None, _refusal(request, exc)
+        except DataError:
+            # Credentials the database cannot even compare, such as a NUL in a decoded Basic
+            # password on PostgreSQL: no user has them.
+            return None, _unauthorized(request, "Invalid credentials", invalid=True)
     permissions = _instances(permission_paths)
     throttles = _instances(throttle_paths)
     if not permissions and not throttles:

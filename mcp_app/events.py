@@ -19,10 +19,14 @@ if TYPE_CHECKING:
 JSON = dict[str, Any]
 
 
+#: Most digits an event number is read with: more than a stream ever has.
+SEQ_DIGITS = 18
+
+
 def parse_event_id(event_id: str) -> tuple[str, int] | None:
     """``(stream, seq)`` of an event id, or ``None`` if it is not one of ours."""
     stream, _, seq = event_id.strip().rpartition("-")
-    if not stream or not (seq.isascii() and seq.isdigit()):
+    if not stream or not (seq.isascii() and seq.isdigit()) or len(seq) > SEQ_DIGITS:
         return None
     if not all("\x21" <= c <= "\x7e" for c in stream):
         # Not a stream id this server made (PostgreSQL refuses a NUL in any query).

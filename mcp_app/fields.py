@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from django.db import models
+from django.db.models.fields.json import KeyTransform
 
 #: The one key of the wrapper a value is stored in when the database could not hold it as is.
 WRAPPED = "$mcp_app.json"
@@ -14,10 +16,12 @@ WRAPPED = "$mcp_app.json"
 class WireJSONField(models.JSONField):
     """A ``JSONField`` for what clients send, which may hold NUL characters.
 
-    PostgreSQL's ``jsonb`` refuses a string with a NUL in it. Such a value is stored as its
-    JSON text inside a one-key wrapper (``{"$mcp_app.json": "..."}``), where the NUL is six
-    plain characters, and read back unwrapped: nothing is lost, on any database. A value that
-    looks like the wrapper itself is wrapped too, so reading never mistakes one for the other.
+    PostgreSQL's ``jsonb`` refuses a string with a NUL (or a lone surrogate) in it. Such a
+    value is stored as its JSON text inside a one-key wrapper (``{"$mcp_app.json": "..."}``),
+    where the NUL is six plain characters, and read back unwrapped: nothing is lost, on any
+    database. A value that looks like the wrapper itself is wrapped too, so reading never
+    mistakes one for the other. Key lookups (``message__key``) do not see inside a wrapped
+    value.
     """
 
     def get_prep_value(self, value: Any) -> Any:
@@ -27,9 +31,14 @@ class WireJSONField(models.JSONField):
 
     def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
         value = super().from_db_value(value, expression, connection)
-        if _is_wrapper(value):
+        if isinstance(expression, KeyTransform) or not _is_wrapper(value):
+            # A key's value is part of a stored value, never a wrapper this field made.
+            return value
+        try:
             return json.loads(value[WRAPPED], cls=self.decoder)
-        return value
+        except ValueError:
+            # Stored in the wrapper's shape by a plain JSONField, before this field.
+            return value
 
 
 def _is_wrapper(value: Any) -> bool:
@@ -37,16 +46,31 @@ def _is_wrapper(value: Any) -> bool:
 
 
 def _needs_wrapping(value: Any) -> bool:
-    return _is_wrapper(value) or holds_nul(value)
+    return _is_wrapper(value) or holds_unstorable(value)
 
 
-def holds_nul(value: Any) -> bool:
-    """Whether JSON ``value`` has a NUL character in any of its strings, keys included."""
+#: What no PostgreSQL text or jsonb value holds: NUL, and lone UTF-16 surrogates (which no
+#: UTF-8 text holds; a pair is one character in Python).
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def unstorable(text: str) -> bool:
+    """Whether ``text`` holds a NUL or a lone surrogate."""
+    return _UNSTORABLE.search(text) is not None
+
+
+def storable(text: str, stand_in: str = "\ufffd") -> str:
+    """``text`` with ``stand_in`` for every NUL and lone surrogate."""
+    return _UNSTORABLE.sub(stand_in, text) if unstorable(text) else text
+
+
+def holds_unstorable(value: Any) -> bool:
+    """Whether JSON ``value`` has a NUL or a lone surrogate in any string, keys included."""
     stack = [value]
     while stack:
         item = stack.pop()
         if isinstance(item, str):
-            if "\x00" in item:
+            if unstorable(item):
                 return True
         elif isinstance(item, dict):
             stack.extend(item.keys())

@@ -8,7 +8,7 @@ from typing import Any
 from django import forms
 from django.forms.fields import InvalidJSONInput
 
-from .fields import holds_nul
+from .fields import holds_unstorable
 
 __all__ = ["CodeTextarea", "JSONTextarea", "PrettyJSONField", "RowForm"]
 
@@ -36,10 +36,11 @@ class PrettyJSONField(forms.JSONField):
 
     def validate(self, value: Any) -> None:
         super().validate(value)
-        if holds_nul(value):
-            # As Django's text fields refuse one; PostgreSQL's jsonb cannot store it either.
+        if holds_unstorable(value):
+            # As Django's text fields refuse a NUL; PostgreSQL's jsonb cannot store it either.
             raise forms.ValidationError(
-                "JSON may not hold a null character (\\u0000).", code="null_characters"
+                "JSON may not hold a null character (\\u0000) or a lone surrogate.",
+                code="null_characters",
             )
 
     def prepare_value(self, value: Any) -> Any:
@@ -47,7 +48,9 @@ class PrettyJSONField(forms.JSONField):
             return value  # what was typed comes back as typed, with the error
         if value is None:
             return ""
-        return json.dumps(value, ensure_ascii=False, indent=2, cls=self.encoder)
+        # A lone surrogate (refused by validate) is shown escaped: no page can hold it.
+        readable = not holds_unstorable(value)
+        return json.dumps(value, ensure_ascii=not readable, indent=2, cls=self.encoder)
 
 
 #: Text fields that hold Django template source, per model name.

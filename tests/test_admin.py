@@ -275,6 +275,7 @@ def test_add_a_template_row(admin_client: Client) -> None:
             "null character",
         ),
         ({"annotations": '{"t\\u0000": true}'}, "annotations", "null character"),
+        ({"meta": '{"x": "\\udc00"}'}, "meta", "lone surrogate"),
         ({"server": "nowhere"}, "server", "Select a valid choice"),
         (
             {"overrides_code": "on", "name": "missing", "config": "", "handler": ""},

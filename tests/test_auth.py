@@ -232,6 +232,22 @@ def test_credentials_with_control_characters_are_401_never_looked_up(
     assert "control characters" in response.json()["error"]["message"]
 
 
+@pytest.mark.parametrize("username", ["ad\x00a", "ada"])
+def test_basic_credentials_no_user_has_are_401(mcp: Any, username: str) -> None:
+    # A NUL inside the base64: PostgreSQL cannot compare it with any username.
+    import base64
+
+    make_user("ada")
+    mcp(
+        AUTHENTICATION_CLASSES=["rest_framework.authentication.BasicAuthentication"],
+        PERMISSION_CLASSES=[AUTHENTICATED],
+    )
+    encoded = base64.b64encode(f"{username}:wrong\x00password".encode()).decode()
+    response = post("tools/list", headers={"Authorization": f"Basic {encoded}"})
+    assert response.status_code == 401
+    assert response["WWW-Authenticate"].startswith('Bearer error="invalid_token"')
+
+
 def test_a_tab_in_the_authorization_header_is_left_to_the_authenticators(mcp: Any) -> None:
     user = make_user("tabby")
     key = Token.objects.create(user=user).key

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ pytestmark = pytest.mark.django_db
 
 VALUES: list[Any] = [
     {"text": "a\x00b"},
+    {"lone": "\ud800", "pair": "\U0001f600"},
     {"k\x00ey": [1, "\x00", {"deep": "x\x00"}]},
     ["\x00"],
     "\x00 alone",
@@ -50,3 +52,23 @@ def test_a_value_with_nul_is_stored_wrapped_without_a_nul() -> None:
         cursor.execute("SELECT message FROM mcp_app_streamevent")
         (stored,) = cursor.fetchone()
     assert WRAPPED in str(stored) and "\x00" not in str(stored)
+
+
+def test_a_key_lookup_reads_the_stored_value_as_it_is() -> None:
+    # Inside a stored value, the wrapper's shape is data, not a wrapper this field made.
+    DeliveryMessage.objects.create(channel="c", message={"k": {WRAPPED: "zz"}})
+    found = DeliveryMessage.objects.values_list("message__k", flat=True).get()
+    assert found == {WRAPPED: "zz"}
+
+
+def test_a_wrapper_shaped_row_from_before_the_field_reads_as_stored() -> None:
+    # What a plain JSONField stored in the wrapper's shape, bypassing this field's wrapping.
+
+    DeliveryMessage.objects.create(channel="c", message=[])
+    cast = "::jsonb" if connection.vendor == "postgresql" else ""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE mcp_app_deliverymessage SET message = %s{cast}",
+            [json.dumps({WRAPPED: "not json"})],
+        )
+    assert DeliveryMessage.objects.get().message == {WRAPPED: "not json"}
