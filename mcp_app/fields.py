@@ -9,6 +9,8 @@ from typing import Any
 from django.db import models
 from django.db.models.fields.json import KeyTransform
 
+from .protocol.jsonrpc import any_string_matches
+
 #: The one key of the wrapper a value is stored in when the database could not hold it as is.
 WRAPPED = "$mcp_app.json"
 
@@ -66,15 +68,4 @@ def storable(text: str, stand_in: str = "\ufffd") -> str:
 
 def holds_unstorable(value: Any) -> bool:
     """Whether JSON ``value`` has a NUL or a lone surrogate in any string, keys included."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            if unstorable(item):
-                return True
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list | tuple):
-            stack.extend(item)
-    return False
+    return any_string_matches(value, _UNSTORABLE)

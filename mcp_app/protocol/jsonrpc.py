@@ -217,21 +217,22 @@ def loads(data: bytes | str) -> Any:
     except (ValueError, UnicodeDecodeError):
         raise ParseError("Parse error: the body is not valid JSON") from None
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
-    if _MAYBE_SURROGATE.search(raw) and _holds_surrogate(value):
+    if _MAYBE_SURROGATE.search(raw) and any_string_matches(value, _SURROGATE):
         raise ParseError("Parse error: a string holds a lone UTF-16 surrogate")
     return value
 
 
-def _holds_surrogate(value: Any) -> bool:
+def any_string_matches(value: Any, pattern: re.Pattern[str]) -> bool:
+    """Whether ``pattern`` is found in any string of JSON ``value``, object keys included."""
     stack = [value]
     while stack:
         item = stack.pop()
         if isinstance(item, str):
-            if _SURROGATE.search(item):
+            if pattern.search(item):
                 return True
         elif isinstance(item, dict):
             stack.extend(item.keys())
             stack.extend(item.values())
-        elif isinstance(item, list):
+        elif isinstance(item, list | tuple):
             stack.extend(item)
     return False
