@@ -61,6 +61,13 @@ def whoami(arguments: JSON, context: RequestContext) -> str:
     return user.get_username() if user.is_authenticated else "anonymous"
 
 
+@extra.tool(name="not-a-number", output_schema=None)
+def not_a_number(arguments: JSON, context: RequestContext) -> Any:
+    # A handler bug JSON cannot carry; progress first, so the answer can be streamed.
+    context.report_progress(float("nan"), total=1)
+    return {"ratio": float("nan")}
+
+
 urlpatterns = [*site_patterns, path("extra/mcp", extra.urls)]
 
 
@@ -499,6 +506,33 @@ def test_refusals_are_logged_as_django_logs_4xx(
 
 
 # -- streams ---------------------------------------------------------------------------------------
+
+
+def test_an_answer_holding_nan_is_a_json_rpc_500_not_invalid_json(
+    app: Route, caplog: pytest.LogCaptureFixture
+) -> None:
+    done = mcp_call(app, "tools/call", {"name": "not-a-number"}, path_="/extra/mcp")
+    assert done.status == 500
+    assert done.json() == {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "error": {"code": -32603, "message": "Internal error"},
+    }
+    assert "held NaN or Infinity" in caplog.text
+
+
+def test_a_streamed_answer_holding_nan_ends_with_an_internal_error(app: Route) -> None:
+    done = mcp_call(
+        app, "tools/call", {"name": "not-a-number"}, path_="/extra/mcp", meta={"progressToken": 3}
+    )
+    assert done.headers["content-type"] == "text/event-stream"
+    progress, final = done.messages()
+    assert progress["params"]["progress"] is None
+    assert final == {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "error": {"code": -32603, "message": "Internal error"},
+    }
 
 
 def test_a_call_with_progress_streams_its_events(app: Route) -> None:

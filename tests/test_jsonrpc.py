@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -248,3 +249,52 @@ def test_loads_takes_json(text: bytes | str, value: Any) -> None:
 def test_loads_refuses_what_is_not_json_or_cannot_be_answered(text: bytes | str, said: str) -> None:
     with pytest.raises(jsonrpc.ParseError, match=said):
         jsonrpc.loads(text)
+
+
+# -- encoding --------------------------------------------------------------------------------
+
+COMPACT = jsonrpc.encoder(separators=(",", ":"))
+
+
+def test_encode_sends_what_json_can_spell_as_it_is() -> None:
+    message = jsonrpc.result_response(1, {"n": 1.5, "s": "é"})
+    assert jsonrpc.encoded(message, COMPACT) == (
+        '{"jsonrpc":"2.0","id":1,"result":{"n":1.5,"s":"\\u00e9"}}',
+        False,
+    )
+
+
+@pytest.mark.parametrize("number", [float("nan"), float("inf"), float("-inf")])
+def test_a_response_holding_nan_or_infinity_becomes_an_internal_error(
+    number: float, caplog: pytest.LogCaptureFixture
+) -> None:
+    text, replaced = jsonrpc.encoded(jsonrpc.result_response(7, {"sum": number}), COMPACT)
+    assert replaced
+    assert json.loads(text) == {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "error": {"code": -32603, "message": "Internal error"},
+    }
+    assert "request 7 held NaN or Infinity" in caplog.text
+
+
+def test_in_a_batch_only_the_response_holding_one_is_replaced() -> None:
+    batch = [jsonrpc.result_response(1, {"x": 1}), jsonrpc.result_response(2, {"x": float("nan")})]
+    text, replaced = jsonrpc.encoded(batch, COMPACT)
+    assert replaced
+    first, second = json.loads(text)
+    assert first == {"jsonrpc": "2.0", "id": 1, "result": {"x": 1}}
+    assert second["id"] == 2 and second["error"]["code"] == -32603
+
+
+def test_a_notification_holding_one_is_sent_with_null_in_its_place(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    message = jsonrpc.notification(
+        "notifications/progress", {"progress": float("nan"), "total": [1, float("inf")]}
+    )
+    assert json.loads(jsonrpc.encode(message, COMPACT))["params"] == {
+        "progress": None,
+        "total": [1, None],
+    }
+    assert "notifications/progress notification held NaN" in caplog.text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -48,3 +49,15 @@ def test_a_reply_without_body_is_empty() -> None:
     response = to_response(Reply(202))
     assert response.status_code == 202
     assert response.content == b""
+
+
+def test_a_reply_json_cannot_carry_is_a_json_rpc_500() -> None:
+    from mcp_app.protocol import jsonrpc
+
+    response = to_response(Reply(200, jsonrpc.result_response(4, {"x": float("inf")})))
+    assert response.status_code == 500
+    assert json.loads(response.content) == {
+        "jsonrpc": "2.0",
+        "id": 4,
+        "error": {"code": -32603, "message": "Internal error"},
+    }

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 from typing import Any, Final
+
+logger = logging.getLogger("mcp_app")
 
 JSONDict = dict[str, Any]
 RequestId = str | int
@@ -236,3 +239,58 @@ def any_string_matches(value: Any, pattern: re.Pattern[str]) -> bool:
         elif isinstance(item, list | tuple):
             stack.extend(item)
     return False
+
+
+# -- encoding ------------------------------------------------------------------------------
+
+
+def encoder(**options: Any) -> json.JSONEncoder:
+    """A JSON encoder for messages sent: ``options`` as for ``json.JSONEncoder``, never NaN."""
+    cls: type[json.JSONEncoder] = options.pop("cls", json.JSONEncoder)
+    return cls(allow_nan=False, **options)
+
+
+def encode(message: Any, by: json.JSONEncoder) -> str:
+    """``message`` (one or a batch) as JSON text, by an encoder made with ``encoder()``.
+
+    A handler may put NaN or Infinity in what it returns, which JSON cannot spell. A response
+    holding one becomes an internal error for its id; a notification is sent with ``null`` in
+    their place. Either way it is logged.
+    """
+    return encoded(message, by)[0]
+
+
+def encoded(message: Any, by: json.JSONEncoder) -> tuple[str, bool]:
+    """``encode``, and whether a response had to be replaced by an internal error."""
+    try:
+        return by.encode(message), False
+    except ValueError:
+        if isinstance(message, list):
+            parts = [encoded(item, by) for item in message]
+            text = "[" + by.item_separator.join(part for part, _ in parts) + "]"
+            return text, any(replaced for _, replaced in parts)
+        if not isinstance(message, dict):
+            raise
+    if "id" in message:
+        logger.error(
+            "The answer to request %r held NaN or Infinity, which JSON cannot spell; "
+            "an internal error was sent instead",
+            message["id"],
+        )
+        return by.encode(error_response(message["id"], InternalError("Internal error"))), True
+    logger.error(
+        "A %s notification held NaN or Infinity, which JSON cannot spell; sent with null "
+        "in their place",
+        message.get("method"),
+    )
+    return by.encode(_finite_only(message)), False
+
+
+def _finite_only(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite_only(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite_only(item) for item in value]
+    return value

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
+
+from ..protocol import jsonrpc
 
 HEADERS = {
     "Content-Type": "text/event-stream",
@@ -19,9 +20,12 @@ HEADERS = {
 _LINE_BREAKS = str.maketrans({"\u0085": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
 
 
+_ENCODER = jsonrpc.encoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def dumps(message: Any) -> str:
     """``message`` as JSON on one line, whichever way a client splits lines."""
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).translate(_LINE_BREAKS)
+    return jsonrpc.encode(message, _ENCODER).translate(_LINE_BREAKS)
 
 
 def event(message: Any, event_id: str | None = None) -> bytes:

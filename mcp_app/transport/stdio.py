@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -27,6 +26,9 @@ JSON = dict[str, Any]
 DRAIN_SECONDS = 5.0
 
 
+_ENCODER = jsonrpc.encoder(ensure_ascii=False, separators=(",", ":"))
+
+
 class StdioServer:
     """Serves one client on a pair of streams until its input ends.
 
@@ -48,7 +50,7 @@ class StdioServer:
         self._threads: list[threading.Thread] = []
 
     def write(self, message: JSON) -> None:
-        line = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+        line = jsonrpc.encode(message, _ENCODER)
         with self._write_lock:
             self.outfile.write(line + "\n")
             self.outfile.flush()
