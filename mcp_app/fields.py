@@ -18,7 +18,8 @@ WRAPPED = "$mcp_app.json"
 class WireJSONField(models.JSONField):
     """A ``JSONField`` for what clients send, which may hold NUL characters.
 
-    PostgreSQL's ``jsonb`` refuses a string with a NUL (or a lone surrogate) in it. Such a
+    PostgreSQL's ``jsonb`` refuses a string with a NUL (or a lone surrogate) in it, and a
+    NaN or an infinite number, which SQLite's JSON check refuses too. Such a
     value is stored as its JSON text inside a one-key wrapper (``{"$mcp_app.json": "..."}``),
     where the NUL is six plain characters, and read back unwrapped: nothing is lost, on any
     database. A value that looks like the wrapper itself is wrapped too, so reading never
@@ -67,5 +68,6 @@ def storable(text: str, stand_in: str = "\ufffd") -> str:
 
 
 def holds_unstorable(value: Any) -> bool:
-    """Whether JSON ``value`` has a NUL or a lone surrogate in any string, keys included."""
-    return any_string_matches(value, _UNSTORABLE)
+    """Whether JSON ``value`` has a NUL or a lone surrogate in any string (keys included), or
+    a NaN or infinite number, which is not JSON (a handler's, or Python's parser's)."""
+    return any_string_matches(value, _UNSTORABLE, non_finite=True)

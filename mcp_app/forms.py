@@ -37,9 +37,9 @@ class PrettyJSONField(forms.JSONField):
     def validate(self, value: Any) -> None:
         super().validate(value)
         if holds_unstorable(value):
-            # As Django's text fields refuse a NUL; PostgreSQL's jsonb cannot store it either.
+            # As Django's text fields refuse a NUL; PostgreSQL's jsonb cannot store any of these.
             raise forms.ValidationError(
-                "JSON may not hold a null character (\\u0000) or a lone surrogate.",
+                "JSON may not hold a null character (\\u0000), a lone surrogate, NaN or Infinity.",
                 code="null_characters",
             )
 

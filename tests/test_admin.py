@@ -276,6 +276,7 @@ def test_add_a_template_row(admin_client: Client) -> None:
         ),
         ({"annotations": '{"t\\u0000": true}'}, "annotations", "null character"),
         ({"meta": '{"x": "\\udc00"}'}, "meta", "lone surrogate"),
+        ({"annotations": '{"title": NaN}'}, "annotations", "NaN or Infinity"),
         ({"server": "nowhere"}, "server", "Select a valid choice"),
         (
             {"overrides_code": "on", "name": "missing", "config": "", "handler": ""},

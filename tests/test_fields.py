@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import pytest
@@ -29,6 +30,14 @@ VALUES: list[Any] = [
     {},
     0,
 ]
+
+
+def test_nan_and_infinity_read_back_as_they_were_written() -> None:
+    # What a handler put in a progress notification of a stream that is logged.
+    message = {"progress": float("nan"), "total": [float("inf"), -float("inf")]}
+    row = StreamEvent.objects.create(session_id="s", stream="t", seq=1, message=message)
+    stored = StreamEvent.objects.get(pk=row.pk).message
+    assert math.isnan(stored["progress"]) and stored["total"] == [float("inf"), -float("inf")]
 
 
 @pytest.mark.parametrize("value", VALUES)

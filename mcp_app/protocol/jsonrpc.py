@@ -225,8 +225,9 @@ def loads(data: bytes | str) -> Any:
     return value
 
 
-def any_string_matches(value: Any, pattern: re.Pattern[str]) -> bool:
-    """Whether ``pattern`` is found in any string of JSON ``value``, object keys included."""
+def any_string_matches(value: Any, pattern: re.Pattern[str], *, non_finite: bool = False) -> bool:
+    """Whether ``pattern`` is found in any string of JSON ``value``, object keys included,
+    or (with ``non_finite``) whether any number in it is NaN or infinite."""
     stack = [value]
     while stack:
         item = stack.pop()
@@ -238,6 +239,8 @@ def any_string_matches(value: Any, pattern: re.Pattern[str]) -> bool:
             stack.extend(item.values())
         elif isinstance(item, list | tuple):
             stack.extend(item)
+        elif non_finite and isinstance(item, float) and not math.isfinite(item):
+            return True
     return False
 
 
