@@ -45,6 +45,10 @@ BEARER = "mcp_app.auth.BearerTokenAuthentication"
 AUTHENTICATED = "rest_framework.permissions.IsAuthenticated"
 LEGACY = "2025-11-25"
 
+#: What a call that failed in the server is answered.
+INTERNAL_ERROR = {"jsonrpc": "2.0", "id": 1, "error": {"code": -32603, "message": "Internal error"}}
+
+
 # -- a server of this module, beside the demo site's --------------------------------------------
 
 extra = mcp_app.Server("asgi-tests", rows=False)
@@ -464,11 +468,7 @@ def test_a_failing_handler_is_a_json_rpc_500_and_reported(
 ) -> None:
     done = mcp_call(app, "resources/read", {"uri": "test://broken"}, path_="/extra/mcp")
     assert done.status == 500
-    assert done.json() == {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "error": {"code": -32603, "message": "Internal error"},
-    }
+    assert done.json() == INTERNAL_ERROR
     assert b"disk is on fire" not in done.body
     assert len(exceptions) == 1 and exceptions[0][1].path == "/extra/mcp"
 
@@ -513,11 +513,7 @@ def test_an_answer_holding_nan_is_a_json_rpc_500_not_invalid_json(
 ) -> None:
     done = mcp_call(app, "tools/call", {"name": "not-a-number"}, path_="/extra/mcp")
     assert done.status == 500
-    assert done.json() == {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "error": {"code": -32603, "message": "Internal error"},
-    }
+    assert done.json() == INTERNAL_ERROR
     assert "held NaN or Infinity" in caplog.text
 
 
@@ -528,11 +524,7 @@ def test_a_streamed_answer_holding_nan_ends_with_an_internal_error(app: Route) -
     assert done.headers["content-type"] == "text/event-stream"
     progress, final = done.messages()
     assert progress["params"]["progress"] is None
-    assert final == {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "error": {"code": -32603, "message": "Internal error"},
-    }
+    assert final == INTERNAL_ERROR
 
 
 def test_a_call_with_progress_streams_its_events(app: Route) -> None:
