@@ -52,11 +52,11 @@ from .server import SERVER_ATTRIBUTE
 from .transport import sse
 from .transport.http import Reply
 from .transport.views import (
+    ENCODER,
     Answer,
     Hooks,
     body_limit,
     declared_length,
-    encode_body,
     failure,
     respond,
     too_large,
@@ -321,21 +321,19 @@ def _latin1(headers: Iterable[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
 
 async def _send_reply(reply: Reply, send: Send, request: HttpRequest | None) -> None:
     """A JSON reply, encoded as ``to_response`` encodes it (``JsonResponse``)."""
-    status = reply.status
     if reply.body is None:
         content = b""
         headers = []
     else:
-        text, status = encode_body(reply)
-        content = text.encode()
+        content = jsonrpc.encode(reply.body, ENCODER).encode()
         headers = [_JSON]
     headers.append((b"content-length", str(len(content)).encode()))
     if reply.headers:
         headers += _latin1(reply.headers.items())
-    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.start", "status": reply.status, "headers": headers})
     await send({"type": "http.response.body", "body": content})
-    if request is not None and status >= 400:
-        _log(status, request)
+    if request is not None and reply.status >= 400:
+        _log(reply.status, request)
 
 
 async def _send_response(response: HttpResponse, send: Send) -> None:

@@ -224,6 +224,7 @@ def test_error_codes_are_the_spec_numbers() -> None:
         ('{"smile": "\\ud83d\\ude00"}', {"smile": "\U0001f600"}),
         (b'"\\\\ud800"', "\\ud800"),  # an escaped backslash: six plain characters
         ('"é"'.encode(), "é"),
+        (b'\xef\xbb\xbf{"bom": 1}', {"bom": 1}),
         ("[1e308, -1e-400, 12345678901234567890123]", [1e308, -0.0, 12345678901234567890123]),
     ],
 )
@@ -243,7 +244,9 @@ def test_loads_takes_json(text: bytes | str, value: Any) -> None:
         (b'"\\ud800"', "lone UTF-16 surrogate"),
         (b'{"\\udfff": 1}', "lone UTF-16 surrogate"),
         (b'["\\ude00\\ud83d"]', "lone UTF-16 surrogate"),
-        (b'"\xed\xa0\x80"', "lone UTF-16 surrogate"),  # a surrogate's bytes, not UTF-8
+        (b'"\xed\xa0\x80"', "not valid JSON"),  # a surrogate's bytes are not UTF-8
+        ('["\\udc00"]'.encode("utf-16-le"), "not valid JSON"),  # JSON on the wire is UTF-8
+        ('["\udc00"]', "lone UTF-16 surrogate"),  # text decoded with surrogateescape
     ],
 )
 def test_loads_refuses_what_is_not_json_or_cannot_be_answered(text: bytes | str, said: str) -> None:
@@ -258,43 +261,57 @@ COMPACT = jsonrpc.encoder(separators=(",", ":"))
 
 def test_encode_sends_what_json_can_spell_as_it_is() -> None:
     message = jsonrpc.result_response(1, {"n": 1.5, "s": "é"})
-    assert jsonrpc.encoded(message, COMPACT) == (
-        '{"jsonrpc":"2.0","id":1,"result":{"n":1.5,"s":"\\u00e9"}}',
-        False,
+    assert (
+        jsonrpc.encode(message, COMPACT)
+        == '{"jsonrpc":"2.0","id":1,"result":{"n":1.5,"s":"\\u00e9"}}'
     )
 
 
-@pytest.mark.parametrize("number", [float("nan"), float("inf"), float("-inf")])
-def test_a_response_holding_nan_or_infinity_becomes_an_internal_error(
-    number: float, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf"), "lone \ud800"])
+def test_a_response_holding_what_json_cannot_carry_becomes_an_internal_error(
+    value: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    text, replaced = jsonrpc.encoded(jsonrpc.result_response(7, {"sum": number}), COMPACT)
-    assert replaced
+    by = jsonrpc.encoder(ensure_ascii=False)
+    text = jsonrpc.encode(jsonrpc.result_response(7, {"sum": value}), by)
     assert json.loads(text) == {
         "jsonrpc": "2.0",
         "id": 7,
         "error": {"code": -32603, "message": "Internal error"},
     }
-    assert "request 7 held NaN or Infinity" in caplog.text
+    assert "request 7 held NaN, Infinity or a lone surrogate" in caplog.text
 
 
 def test_in_a_batch_only_the_response_holding_one_is_replaced() -> None:
     batch = [jsonrpc.result_response(1, {"x": 1}), jsonrpc.result_response(2, {"x": float("nan")})]
-    text, replaced = jsonrpc.encoded(batch, COMPACT)
-    assert replaced
-    first, second = json.loads(text)
+    first, second = json.loads(jsonrpc.encode(batch, COMPACT))
     assert first == {"jsonrpc": "2.0", "id": 1, "result": {"x": 1}}
     assert second["id"] == 2 and second["error"]["code"] == -32603
 
 
-def test_a_notification_holding_one_is_sent_with_null_in_its_place(
+def test_a_notification_holding_one_is_sent_with_null_and_u_fffd_in_their_place(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    message = jsonrpc.notification(
-        "notifications/progress", {"progress": float("nan"), "total": [1, float("inf")]}
-    )
-    assert json.loads(jsonrpc.encode(message, COMPACT))["params"] == {
-        "progress": None,
-        "total": [1, None],
+    params = {"progress": float("nan"), "total": [1, float("inf")], "message": "a\udc00b"}
+    message = jsonrpc.notification("notifications/progress", params)
+    sent = json.loads(jsonrpc.encode(message, jsonrpc.encoder(ensure_ascii=False)))
+    assert sent["params"] == {"progress": None, "total": [1, None], "message": "a\ufffdb"}
+    assert "notifications/progress message held NaN" in caplog.text
+
+
+def test_a_request_to_the_client_holding_one_is_sent_with_null_not_as_an_error() -> None:
+    # An elicitation or sampling request has an id too, but it is no answer to replace.
+    message = jsonrpc.request("elicit-1", "sampling/createMessage", {"temperature": float("nan")})
+    sent = json.loads(jsonrpc.encode(message, COMPACT))
+    assert sent == {
+        "jsonrpc": "2.0",
+        "id": "elicit-1",
+        "method": "sampling/createMessage",
+        "params": {"temperature": None},
     }
-    assert "notifications/progress notification held NaN" in caplog.text
+
+
+def test_other_faults_of_a_message_are_raised_as_before() -> None:
+    circular: dict[str, Any] = {}
+    circular["self"] = circular
+    with pytest.raises(ValueError, match="Circular"):
+        jsonrpc.encode(jsonrpc.result_response(1, circular), COMPACT)

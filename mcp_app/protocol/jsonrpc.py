@@ -188,8 +188,11 @@ def classify(message: Any) -> str:
 
 #: Where a surrogate code point may come from: a \uD800-\uDFFF escape, or its UTF-8-like
 #: bytes (Python's JSON decoder lets those through).
-_MAYBE_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
+#: Where a lone surrogate may come from in decoded text: an escape, or the character itself
+#: (text a caller decoded with ``surrogateescape``).
+_MAYBE_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_NOTHING = re.compile("(?!)")
 
 
 def _not_json(constant: str) -> Any:
@@ -207,38 +210,47 @@ def _finite(text: str) -> float:
 def loads(data: bytes | str) -> Any:
     """Parse one JSON text as RFC 8259 has it, for a message a client sent.
 
-    Python's decoder also takes ``NaN`` and ``Infinity``, reads a number past a double's range
-    as infinity, and keeps strings holding a lone UTF-16 surrogate, which no UTF-8 text (an
-    answer, a database column) can hold: all are refused.
+    Bytes must be UTF-8 (a byte order mark is ignored). Python's decoder also takes ``NaN``
+    and ``Infinity``, reads a number past a double's range as infinity, and keeps strings
+    holding a lone UTF-16 surrogate, which no UTF-8 text (an answer, a database column) can
+    hold: all are refused.
 
     Raises:
         ParseError: the text is not JSON, or not JSON that can be answered.
         RecursionError: the text nests deeper than the decoder can go.
     """
     try:
-        value = json.loads(data, parse_constant=_not_json, parse_float=_finite)
+        text = data.decode("utf-8-sig") if isinstance(data, bytes) else data
+        value = json.loads(text, parse_constant=_not_json, parse_float=_finite)
     except (ValueError, UnicodeDecodeError):
         raise ParseError("Parse error: the body is not valid JSON") from None
-    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
-    if _MAYBE_SURROGATE.search(raw) and any_string_matches(value, _SURROGATE):
+    if _MAYBE_SURROGATE.search(text) and any_string_matches(value, _SURROGATE):
         raise ParseError("Parse error: a string holds a lone UTF-16 surrogate")
     return value
 
 
 def any_string_matches(value: Any, pattern: re.Pattern[str], *, non_finite: bool = False) -> bool:
     """Whether ``pattern`` is found in any string of JSON ``value``, object keys included,
-    or (with ``non_finite``) whether any number in it is NaN or infinite."""
+    or (with ``non_finite``) whether any number in it is NaN or infinite.
+
+    A container met again (a value that holds itself) is not walked twice.
+    """
     stack = [value]
+    seen: set[int] = set()
     while stack:
         item = stack.pop()
         if isinstance(item, str):
             if pattern.search(item):
                 return True
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list | tuple):
-            stack.extend(item)
+        elif isinstance(item, dict | list | tuple):
+            if id(item) in seen:
+                continue
+            seen.add(id(item))
+            if isinstance(item, dict):
+                stack.extend(item.keys())
+                stack.extend(item.values())
+            else:
+                stack.extend(item)
         elif non_finite and isinstance(item, float) and not math.isfinite(item):
             return True
     return False
@@ -256,44 +268,46 @@ def encoder(**options: Any) -> json.JSONEncoder:
 def encode(message: Any, by: json.JSONEncoder) -> str:
     """``message`` (one or a batch) as JSON text, by an encoder made with ``encoder()``.
 
-    A handler may put NaN or Infinity in what it returns, which JSON cannot spell. A response
-    holding one becomes an internal error for its id; a notification is sent with ``null`` in
-    their place. Either way it is logged.
+    A handler may put NaN, Infinity or a lone surrogate in what it returns, none of which a
+    JSON answer can carry. A response holding one is sent as an internal error for its id;
+    any other message (a notification, a request to the client) with ``null`` for such numbers
+    and U+FFFD for such characters. Either way it is logged.
     """
-    return encoded(message, by)[0]
-
-
-def encoded(message: Any, by: json.JSONEncoder) -> tuple[str, bool]:
-    """``encode``, and whether a response had to be replaced by an internal error."""
     try:
-        return by.encode(message), False
+        text = by.encode(message)
     except ValueError:
-        if isinstance(message, list):
-            parts = [encoded(item, by) for item in message]
-            text = "[" + by.item_separator.join(part for part, _ in parts) + "]"
-            return text, any(replaced for _, replaced in parts)
-        if not isinstance(message, dict):
+        # Also raised for other faults (a circular value): those are not ours to mend.
+        if not any_string_matches(message, _NOTHING, non_finite=True):
             raise
-    if "id" in message:
+        return _mended(message, by)
+    return _mended(message, by) if _SURROGATE.search(text) else text
+
+
+def _mended(message: Any, by: json.JSONEncoder) -> str:
+    if isinstance(message, list):
+        return "[" + by.item_separator.join(encode(item, by) for item in message) + "]"
+    if isinstance(message, dict) and "id" in message and "method" not in message:
         logger.error(
-            "The answer to request %r held NaN or Infinity, which JSON cannot spell; "
-            "an internal error was sent instead",
+            "The answer to request %r held NaN, Infinity or a lone surrogate, which JSON "
+            "cannot carry; an internal error was sent instead",
             message["id"],
         )
-        return by.encode(error_response(message["id"], InternalError("Internal error"))), True
+        return by.encode(error_response(message["id"], InternalError("Internal error")))
     logger.error(
-        "A %s notification held NaN or Infinity, which JSON cannot spell; sent with null "
-        "in their place",
-        message.get("method"),
+        "A %s message held NaN, Infinity or a lone surrogate, which JSON cannot carry; sent "
+        "with null and U+FFFD in their place",
+        message.get("method") if isinstance(message, dict) else type(message).__name__,
     )
-    return by.encode(_finite_only(message)), False
+    return by.encode(_sendable(message))
 
 
-def _finite_only(value: Any) -> Any:
+def _sendable(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
     if isinstance(value, dict):
-        return {key: _finite_only(item) for key, item in value.items()}
+        return {_sendable(key): _sendable(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
-        return [_finite_only(item) for item in value]
+        return [_sendable(item) for item in value]
     return value

@@ -145,19 +145,16 @@ def meta_headers(meta: dict[str, Any]) -> dict[str, str]:
     return headers
 
 
-def encode_body(reply: Reply) -> tuple[str, int]:
-    """The reply's JSON text and HTTP status: 500 if its answer could not be sent as it was."""
-    content, replaced = jsonrpc.encoded(reply.body, ENCODER)
-    return content, 500 if replaced and not isinstance(reply.body, list) else reply.status
-
-
 def to_response(reply: Reply) -> HttpResponse:
     """The reply as Django's ``JsonResponse`` would send it."""
     if reply.body is None:
         response = HttpResponse(status=reply.status)
     else:
-        content, status = encode_body(reply)
-        response = HttpResponse(content, content_type="application/json", status=status)
+        response = HttpResponse(
+            jsonrpc.encode(reply.body, ENCODER),
+            content_type="application/json",
+            status=reply.status,
+        )
     for name, value in reply.headers.items():
         response[name] = value
     return response
