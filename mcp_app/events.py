@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from .conf import conf
 from .delivery import backend
+from .protocol.modern import visible_ascii
 
 if TYPE_CHECKING:
     from .server import Server
@@ -28,7 +29,7 @@ def parse_event_id(event_id: str) -> tuple[str, int] | None:
     stream, _, seq = event_id.strip().rpartition("-")
     if not stream or not (seq.isascii() and seq.isdigit()) or len(seq) > SEQ_DIGITS:
         return None
-    if not all("\x21" <= c <= "\x7e" for c in stream):
+    if not visible_ascii(stream):
         # Not a stream id this server made (PostgreSQL refuses a NUL in any query).
         return None
     return stream, int(seq)

@@ -57,14 +57,9 @@ def _needs_wrapping(value: Any) -> bool:
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
-def unstorable(text: str) -> bool:
-    """Whether ``text`` holds a NUL or a lone surrogate."""
-    return _UNSTORABLE.search(text) is not None
-
-
-def storable(text: str, stand_in: str = "\ufffd") -> str:
-    """``text`` with ``stand_in`` for every NUL and lone surrogate."""
-    return _UNSTORABLE.sub(stand_in, text) if unstorable(text) else text
+def storable(text: str) -> str:
+    """``text`` with U+FFFD for every NUL and lone surrogate."""
+    return _UNSTORABLE.sub("\ufffd", text)
 
 
 def holds_unstorable(value: Any) -> bool:

@@ -12,6 +12,7 @@ from typing import Any
 from django.utils import timezone
 
 from .conf import conf
+from .protocol.modern import visible_ascii
 from .recent import Recent
 
 JSON = dict[str, Any]
@@ -47,11 +48,7 @@ def well_formed(session_id: str) -> bool:
 
     Anything else is not looked up (PostgreSQL refuses a NUL in any query).
     """
-    return (
-        0 < len(session_id) <= SESSION_ID_MAX
-        and session_id.isascii()
-        and all("\x21" <= c <= "\x7e" for c in session_id)
-    )
+    return len(session_id) <= SESSION_ID_MAX and visible_ascii(session_id)
 
 
 class SessionStore:

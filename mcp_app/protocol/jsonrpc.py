@@ -186,13 +186,10 @@ def classify(message: Any) -> str:
 
 # -- parsing ---------------------------------------------------------------------------------
 
-#: Where a surrogate code point may come from: a \uD800-\uDFFF escape, or its UTF-8-like
-#: bytes (Python's JSON decoder lets those through).
 #: Where a lone surrogate may come from in decoded text: an escape, or the character itself
 #: (text a caller decoded with ``surrogateescape``).
 _MAYBE_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_NOTHING = re.compile("(?!)")
 
 
 def _not_json(constant: str) -> Any:
@@ -229,9 +226,11 @@ def loads(data: bytes | str) -> Any:
     return value
 
 
-def any_string_matches(value: Any, pattern: re.Pattern[str], *, non_finite: bool = False) -> bool:
-    """Whether ``pattern`` is found in any string of JSON ``value``, object keys included,
-    or (with ``non_finite``) whether any number in it is NaN or infinite.
+def any_string_matches(
+    value: Any, pattern: re.Pattern[str] | None, *, non_finite: bool = False
+) -> bool:
+    """Whether ``pattern`` (if any) is found in any string of JSON ``value``, object keys
+    included, or (with ``non_finite``) whether any number in it is NaN or infinite.
 
     A container met again (a value that holds itself) is not walked twice.
     """
@@ -240,7 +239,7 @@ def any_string_matches(value: Any, pattern: re.Pattern[str], *, non_finite: bool
     while stack:
         item = stack.pop()
         if isinstance(item, str):
-            if pattern.search(item):
+            if pattern is not None and pattern.search(item):
                 return True
         elif isinstance(item, dict | list | tuple):
             if id(item) in seen:
@@ -277,7 +276,7 @@ def encode(message: Any, by: json.JSONEncoder) -> str:
         text = by.encode(message)
     except ValueError:
         # Also raised for other faults (a circular value): those are not ours to mend.
-        if not any_string_matches(message, _NOTHING, non_finite=True):
+        if not any_string_matches(message, None, non_finite=True):
             raise
         return _mended(message, by)
     return _mended(message, by) if _SURROGATE.search(text) else text

@@ -34,6 +34,12 @@ CACHEABLE = frozenset(
 NAMED = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 _BASE64_RE = re.compile(r"^=\?base64\?([A-Za-z0-9+/]*={0,2})\?=$")
 _VISIBLE = re.compile(r"^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$|^$")
+_TOKEN = re.compile(r"[\x21-\x7e]+")
+
+
+def visible_ascii(text: str) -> bool:
+    """Whether ``text`` is one or more visible ASCII characters, as session and stream ids are."""
+    return _TOKEN.fullmatch(text) is not None
 
 
 @dataclass

@@ -235,7 +235,7 @@ class Hooks:
         close_old_connections()
 
     def headers(self, request: HttpRequest) -> dict[str, str] | None:
-        """The request's headers by lower-case name, or ``None`` to read ``request.headers``."""
+        """The request's headers by lower-case name, or ``None`` to read them from META."""
         return None
 
     def end(self, request: HttpRequest, reply: Reply | None) -> None:
@@ -338,6 +338,11 @@ def _hop(
 _DJANGO_HOOKS = Hooks()
 
 
+def _failed(response: HttpResponse | None) -> Answer:
+    # None: the failure was not reported yet (only a BaseException gets there).
+    return Answer(response=response if response is not None else internal_error())
+
+
 async def respond(server: Server, request: HttpRequest, hooks: Hooks = _DJANGO_HOOKS) -> Answer:
     """Answer one request in a single thread hop; what a call emits comes back by a pipe.
 
@@ -351,7 +356,7 @@ async def respond(server: Server, request: HttpRequest, hooks: Hooks = _DJANGO_H
     workers.run(functools.partial(_hop, loop, first, server, request, hooks))
     kind, payload = await first
     if kind == _FAILED:
-        return Answer(response=payload if payload is not None else internal_error())
+        return _failed(payload)
     if kind == _REPLY:
         reply: Reply = payload
         if reply.listen is not None:
@@ -364,7 +369,7 @@ async def respond(server: Server, request: HttpRequest, hooks: Hooks = _DJANGO_H
         call.cancel()  # the client went away before the call produced anything
         raise
     if kind == _FAILED:
-        return Answer(response=payload if payload is not None else internal_error())
+        return _failed(payload)
     plain = _plain_reply(kind, payload)
     if plain is not None:
         return Answer(reply=plain)
@@ -392,9 +397,8 @@ async def _call_chunks(
 
 async def _listen_chunks(stream: Stream) -> AsyncGenerator[bytes, None]:
     # Subscribing may wait on the backend (Redis, the database poller): not on the loop.
-    relay = await sync_to_async(_ListenRelay, thread_sensitive=False)(stream)
+    relay, chunks = await sync_to_async(_open_listen, thread_sensitive=False)(stream)
     try:
-        chunks = relay.start(await sync_to_async(_backlog, thread_sensitive=False)(stream))
         while True:
             for chunk in chunks:
                 yield chunk
@@ -416,10 +420,15 @@ def _plain_reply(kind: str, payload: Any) -> Reply | None:
     return None
 
 
-def _backlog(stream: Stream) -> list[Event]:
-    """A stream's stored events, read in a pool thread whose connection is let go of after."""
+def _open_listen(stream: Stream) -> tuple[_ListenRelay, list[bytes]]:
+    """Subscribe, then read the stored events (so that none falls between), and the opening
+    chunks; in one pool thread, whose connection is let go of after."""
+    relay = _ListenRelay(stream)
     try:
-        return stream.backlog()
+        return relay, relay.start(stream.backlog())
+    except BaseException:
+        relay.unsubscribe()
+        raise
     finally:
         close_old_connections()
 
