@@ -3,11 +3,13 @@
 The dict is read once and read again whenever Django announces a change of it
 (``setting_changed``: ``override_settings``, pytest-django's ``settings`` fixture): a request
 reads a dozen settings, and each read of ``django.conf.settings`` goes through its lazy proxy.
+Each typed value is worked out once too, and then read as a plain attribute.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar, overload
 
 from django.conf import settings
 from django.core.signals import setting_changed
@@ -90,8 +92,36 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
+T = TypeVar("T")
+
+
+class _setting(Generic[T]):  # a decorator, named as ``property`` is
+    """A typed setting, worked out on first read and kept in the instance until ``reload()``.
+
+    A non-data descriptor: once kept, a read is a plain instance attribute lookup.
+    """
+
+    def __init__(self, compute: Callable[[Settings], T]) -> None:
+        self.compute = compute
+        self.name = compute.__name__
+        self.__doc__ = compute.__doc__
+
+    @overload
+    def __get__(self, instance: None, owner: type) -> _setting[T]: ...
+
+    @overload
+    def __get__(self, instance: Settings, owner: type) -> T: ...
+
+    def __get__(self, instance: Settings | None, owner: type) -> T | _setting[T]:
+        if instance is None:
+            return self
+        value = self.compute(instance)
+        instance.__dict__[self.name] = value
+        return value
+
+
 class Settings:
-    """One property per setting; values come from ``settings.MCP_APP`` or the defaults."""
+    """One attribute per setting; values come from ``settings.MCP_APP`` or the defaults."""
 
     _values: dict[str, Any] | None = None
 
@@ -106,38 +136,41 @@ class Settings:
     def reload(self) -> None:
         """Read ``settings.MCP_APP`` again on the next access."""
         self._values = None
+        for name, attribute in vars(type(self)).items():
+            if isinstance(attribute, _setting):
+                self.__dict__.pop(name, None)
 
     @property
     def ALLOWED_ORIGINS(self) -> list[str]:
         return list(self._get("ALLOWED_ORIGINS"))
 
-    @property
+    @_setting
     def VALIDATE_INPUT(self) -> bool:
         return bool(self._get("VALIDATE_INPUT"))
 
-    @property
+    @_setting
     def VALIDATE_OUTPUT(self) -> bool:
         return bool(self._get("VALIDATE_OUTPUT"))
 
-    @property
+    @_setting
     def VALIDATOR(self) -> str | None:
         value = self._get("VALIDATOR")
         return str(value) if value else None
 
-    @property
+    @_setting
     def REQUEST_STATE_MAX_AGE_MS(self) -> int:
         return int(self._get("REQUEST_STATE_MAX_AGE_MS"))
 
-    @property
+    @_setting
     def REQUEST_STATE_KEY(self) -> str | None:
         value = self._get("REQUEST_STATE_KEY")
         return str(value) if value else None
 
-    @property
+    @_setting
     def RECHECK_SECONDS(self) -> float:
         return float(self._get("RECHECK_SECONDS"))
 
-    @property
+    @_setting
     def ATOMIC(self) -> bool:
         value = self._get("ATOMIC")
         if value is None:
@@ -145,117 +178,117 @@ class Settings:
             return bool(database.get("ATOMIC_REQUESTS", False))
         return bool(value)
 
-    @property
+    @_setting
     def DATABASE_ALIAS(self) -> str:
         return str(self._get("DATABASE_ALIAS"))
 
-    @property
+    @_setting
     def KEEPALIVE_SECONDS(self) -> float:
         return float(self._get("KEEPALIVE_SECONDS"))
 
-    @property
+    @_setting
     def DELIVERY_BACKEND(self) -> str:
         return str(self._get("DELIVERY_BACKEND"))
 
-    @property
+    @_setting
     def DELIVERY_POLL_SECONDS(self) -> float:
         return float(self._get("DELIVERY_POLL_SECONDS"))
 
-    @property
+    @_setting
     def DELIVERY_RETENTION_SECONDS(self) -> float:
         return float(self._get("DELIVERY_RETENTION_SECONDS"))
 
-    @property
+    @_setting
     def DELIVERY_REORDER_SECONDS(self) -> float:
         return float(self._get("DELIVERY_REORDER_SECONDS"))
 
-    @property
+    @_setting
     def REDIS_CHANNEL_PREFIX(self) -> str:
         return str(self._get("REDIS_CHANNEL_PREFIX"))
 
-    @property
+    @_setting
     def REDIS_URL(self) -> str:
         return str(self._get("REDIS_URL"))
 
-    @property
+    @_setting
     def SESSION_STORE(self) -> str:
         return str(self._get("SESSION_STORE"))
 
-    @property
+    @_setting
     def SESSION_CACHE(self) -> str:
         return str(self._get("SESSION_CACHE"))
 
-    @property
+    @_setting
     def SESSION_IDLE_SECONDS(self) -> int:
         return int(self._get("SESSION_IDLE_SECONDS"))
 
-    @property
+    @_setting
     def INPUT_TIMEOUT_SECONDS(self) -> float:
         return float(self._get("INPUT_TIMEOUT_SECONDS"))
 
-    @property
+    @_setting
     def EVENT_RETENTION_SECONDS(self) -> int:
         return int(self._get("EVENT_RETENTION_SECONDS"))
 
-    @property
+    @_setting
     def SSE_RETRY_MS(self) -> int:
         return int(self._get("SSE_RETRY_MS"))
 
-    @property
+    @_setting
     def VIEW(self) -> str:
         return str(self._get("VIEW"))
 
-    @property
-    def AUTHENTICATION_CLASSES(self) -> list[str] | None:
+    @_setting
+    def AUTHENTICATION_CLASSES(self) -> tuple[str, ...] | None:
         value = self._get("AUTHENTICATION_CLASSES")
-        return None if value is None else [str(v) for v in value]
+        return None if value is None else tuple(str(v) for v in value)
 
-    @property
-    def PERMISSION_CLASSES(self) -> list[str]:
-        return [str(v) for v in self._get("PERMISSION_CLASSES") or []]
+    @_setting
+    def PERMISSION_CLASSES(self) -> tuple[str, ...]:
+        return tuple(str(v) for v in self._get("PERMISSION_CLASSES") or ())
 
-    @property
-    def THROTTLE_CLASSES(self) -> list[str]:
-        return [str(v) for v in self._get("THROTTLE_CLASSES") or []]
+    @_setting
+    def THROTTLE_CLASSES(self) -> tuple[str, ...]:
+        return tuple(str(v) for v in self._get("THROTTLE_CLASSES") or ())
 
     @property
     def RESOURCE_METADATA(self) -> dict[str, Any]:
         return dict(self._get("RESOURCE_METADATA") or {})
 
-    @property
+    @_setting
     def MAX_JSON_DEPTH(self) -> int:
         return int(self._get("MAX_JSON_DEPTH"))
 
-    @property
+    @_setting
     def MAX_ARGUMENTS_BYTES(self) -> int:
         return int(self._get("MAX_ARGUMENTS_BYTES"))
 
-    @property
+    @_setting
     def AUDIT(self) -> bool:
         return bool(self._get("AUDIT"))
 
-    @property
+    @_setting
     def AUDIT_ARGUMENTS(self) -> bool:
         return bool(self._get("AUDIT_ARGUMENTS"))
 
-    @property
+    @_setting
     def AUDIT_RETENTION_DAYS(self) -> int | None:
         value = self._get("AUDIT_RETENTION_DAYS")
         return None if value is None else int(value)
 
-    @property
+    @_setting
     def AUDIT_FLUSH_SECONDS(self) -> float:
         return float(self._get("AUDIT_FLUSH_SECONDS"))
 
-    @property
+    @_setting
     def AUDIT_BATCH_SIZE(self) -> int:
         return int(self._get("AUDIT_BATCH_SIZE"))
 
-    @property
+    @_setting
     def AUDIT_MAX_PENDING(self) -> int:
         return int(self._get("AUDIT_MAX_PENDING"))
 
-    @property
+    @_setting
     def MAX_BODY_BYTES(self) -> int:
         return int(self._get("MAX_BODY_BYTES"))
 
@@ -264,7 +297,8 @@ conf = Settings()
 
 
 def _reload(*, setting: str, **kwargs: Any) -> None:
-    if setting == "MCP_APP":
+    # ATOMIC follows the ATOMIC_REQUESTS of a database when unset.
+    if setting in ("MCP_APP", "DATABASES"):
         conf.reload()
 
 

@@ -112,10 +112,39 @@ def _other_value(default: object) -> object:
 def test_each_setting_reads_its_default_then_its_override(name: str) -> None:
     default = DEFAULTS[name]
     with override_settings(MCP_APP={}):
-        assert getattr(conf, name) == default
+        assert _listed(getattr(conf, name)) == default
     other = ["other.Value"] if name == "AUTHENTICATION_CLASSES" else _other_value(default)
     with override_settings(MCP_APP={name: other}):
-        assert getattr(conf, name) == other
+        assert _listed(getattr(conf, name)) == other
+
+
+def _listed(value: object) -> object:
+    # The class paths are kept as tuples: one value, read by every request, none may change.
+    return list(value) if isinstance(value, tuple) else value
+
+
+def test_a_typed_value_is_worked_out_once_until_a_change_is_announced() -> None:
+    with override_settings(MCP_APP={"MAX_JSON_DEPTH": "7", "PERMISSION_CLASSES": ["a.B"]}):
+        assert conf.MAX_JSON_DEPTH == 7
+        assert conf.PERMISSION_CLASSES == ("a.B",)
+        assert conf.__dict__["MAX_JSON_DEPTH"] == 7  # kept as a plain attribute
+        with override_settings(MCP_APP={"MAX_JSON_DEPTH": 9}):
+            assert conf.MAX_JSON_DEPTH == 9
+            assert conf.PERMISSION_CLASSES == ()
+        assert conf.MAX_JSON_DEPTH == 7
+
+
+@pytest.mark.filterwarnings("ignore:Overriding setting DATABASES")
+def test_atomic_follows_a_change_of_databases_announced_by_django() -> None:
+    from django.conf import settings
+
+    databases = {alias: dict(config) for alias, config in settings.DATABASES.items()}
+    with override_settings(MCP_APP={}):
+        assert conf.ATOMIC is False
+        databases["default"]["ATOMIC_REQUESTS"] = True
+        with override_settings(DATABASES=databases):
+            assert conf.ATOMIC is True
+        assert conf.ATOMIC is False
 
 
 def test_the_audit_writer_settings_and_their_types() -> None:
