@@ -7,12 +7,14 @@ process, within ``AUDIT_FLUSH_SECONDS`` (``0`` writes each row in the request's 
 from __future__ import annotations
 
 import atexit
+import functools
 import json
 import logging
 import os
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -133,7 +135,7 @@ def _columns(entry: Record) -> Columns:
         entry.era[:16],
         round(float(entry.duration_ms), 3),
         entry.outcome[:16],
-        storable(entry.error[:ERROR_MAX_CHARS]),
+        storable(entry.error[:ERROR_MAX_CHARS]) if entry.error else "",
         max(0, int(entry.rounds)),
         _kept_arguments(entry.arguments) if setting("AUDIT_ARGUMENTS") else None,
         # The time of the call, however late the row is written.
@@ -152,10 +154,10 @@ def _stored_user_id(user: Any) -> Any:
 
     Only the key is kept: a queued row holds no user object, which the request may still change.
     """
-    from django.contrib.auth import get_user_model
-
     if not getattr(user, "is_authenticated", False):
         return None
+    from django.contrib.auth import get_user_model
+
     if isinstance(user, get_user_model()) and user.pk is not None:
         return user.pk
     return None
@@ -218,7 +220,8 @@ def _enqueue(row: Columns) -> None:
     with queue.lock:
         queue.seq += 1
         queue.rows.append((queue.seq, time.monotonic(), row))
-        _cap(queue, cap)
+        if len(queue.rows) > cap:
+            _cap(queue, cap)
         if len(queue.rows) in (1, batch):
             queue.changed.notify_all()
         if queue.thread is None or not queue.thread.is_alive():
@@ -366,6 +369,33 @@ _PLAIN_TYPES = frozenset(
 )
 
 
+def _preparers(fields: list[Any], connection: Any) -> list[tuple[int, Callable[[Any], Any]]]:
+    """The columns whose values a field must prepare for the database, and how.
+
+    ``created`` is always an aware (or, without ``USE_TZ``, naive) datetime from
+    ``timezone.now()``: it needs only the backend's adaptation, not the field's checks.
+    """
+    preparers: list[tuple[int, Callable[[Any], Any]]] = []
+    for index, field in enumerate(fields):
+        kind = field.get_internal_type()
+        if kind in _PLAIN_TYPES:
+            continue
+        if kind == "DateTimeField":
+            preparers.append(
+                (
+                    index,
+                    functools.partial(
+                        field.get_db_prep_value, connection=connection, prepared=True
+                    ),
+                )
+            )
+        else:
+            preparers.append(
+                (index, functools.partial(field.get_db_prep_save, connection=connection))
+            )
+    return preparers
+
+
 def _insert(items: list[Columns], alias: str) -> None:
     """Multi-row INSERTs of the values ``bulk_create`` would write (datetimes and JSON prepared
     by their fields), without building and walking a model instance per row."""
@@ -378,10 +408,7 @@ def _insert(items: list[Columns], alias: str) -> None:
     head = "INSERT INTO {} ({})".format(
         quote(ToolCall._meta.db_table), ", ".join(quote(str(field.column)) for field in fields)
     )
-    prepare = [
-        None if field.get_internal_type() in _PLAIN_TYPES else field.get_db_prep_save
-        for field in fields
-    ]
+    preparers = _preparers(fields, connection)
     row_marks = "({})".format(", ".join(["%s"] * len(fields)))
     # Many rows per statement: the database module lets go of the GIL once per statement,
     # and a thread that must get it back each time waits behind the request threads.
@@ -393,11 +420,13 @@ def _insert(items: list[Columns], alias: str) -> None:
             chunk = items[start : start + size]
             params: list[Any] = []
             for item in chunk:
-                params.extend(
+                row = list(item)
+                for index, prepare in preparers:
+                    value = row[index]
                     # None is SQL NULL for every column, the JSON one included.
-                    value if prep is None or value is None else prep(value, connection)
-                    for value, prep in zip(item, prepare, strict=True)
-                )
+                    if value is not None:
+                        row[index] = prepare(value)
+                params += row
             cursor.execute(f"{head} VALUES {', '.join([row_marks] * len(chunk))}", params)
 
 
