@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.handlers.asgi import ASGIHandler, ASGIRequest, get_script_prefix
+from django.core.signals import setting_changed
 from django.db import close_old_connections
 from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
@@ -244,7 +245,7 @@ class _BareHooks(Hooks):
 
     def begin(self, request: HttpRequest) -> None:
         close_old_connections()
-        for middleware in _auth_middleware(tuple(settings.MIDDLEWARE), settings.SESSION_ENGINE):
+        for middleware in _site_auth_middleware():
             middleware.process_request(request)
 
     def headers(self, request: HttpRequest) -> dict[str, str]:
@@ -284,6 +285,26 @@ def _log(status: int, request: HttpRequest | None, path: str = "") -> None:
 
 def _unused(request: HttpRequest) -> HttpResponseBase:
     raise AssertionError("only the middleware's process_request is used")
+
+
+#: The site's auth middleware, found once per value of the settings it depends on.
+_found: dict[str, tuple[Any, ...]] = {}
+
+
+def _site_auth_middleware() -> tuple[Any, ...]:
+    found = _found.get("middleware")
+    if found is None:
+        found = _auth_middleware(tuple(settings.MIDDLEWARE), settings.SESSION_ENGINE)
+        _found["middleware"] = found
+    return found
+
+
+def _forget_middleware(*, setting: str, **kwargs: Any) -> None:
+    if setting in ("MIDDLEWARE", "SESSION_ENGINE"):
+        _found.clear()
+
+
+setting_changed.connect(_forget_middleware, dispatch_uid="mcp_app.asgi.middleware")
 
 
 @functools.lru_cache(maxsize=8)

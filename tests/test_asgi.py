@@ -19,11 +19,12 @@ from typing import Any
 
 import pytest
 from asgiref.sync import SyncToAsync
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.sessions.backends.db import SessionStore
 from django.core.asgi import get_asgi_application
 from django.core.signals import got_request_exception
-from django.test import Client
+from django.test import Client, override_settings
 from django.urls import path
 from rest_framework.authtoken.models import Token
 
@@ -62,6 +63,8 @@ def broken(context: RequestContext) -> str:
 @extra.tool(name="whoami")
 def whoami(arguments: JSON, context: RequestContext) -> str:
     user = context.user
+    if user is None:
+        return "no user"  # no authentication middleware, and no AUTHENTICATION_CLASSES
     return user.get_username() if user.is_authenticated else "anonymous"
 
 
@@ -458,6 +461,28 @@ def test_without_authentication_classes_the_session_user_counts(
     )
     assert logged_in.json()["result"]["content"][0]["text"] == "grace"
     assert len(loads) == 1
+
+    # The middleware is looked up again when the site's MIDDLEWARE changes.
+    without_auth = [
+        path for path in settings.MIDDLEWARE if not path.endswith("AuthenticationMiddleware")
+    ]
+    with override_settings(MIDDLEWARE=without_auth):
+        unknown = mcp_call(
+            app,
+            "tools/call",
+            {"name": "whoami", "arguments": {}},
+            path_="/extra/mcp",
+            headers={"Cookie": cookie},
+        )
+    assert unknown.json()["result"]["content"][0]["text"] == "no user"
+    again = mcp_call(
+        app,
+        "tools/call",
+        {"name": "whoami", "arguments": {}},
+        path_="/extra/mcp",
+        headers={"Cookie": cookie},
+    )
+    assert again.json()["result"]["content"][0]["text"] == "grace"
 
 
 # -- failures --------------------------------------------------------------------------------------
