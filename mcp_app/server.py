@@ -7,6 +7,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from .conf import conf
 from .exceptions import AlreadyRegistered, NotRegistered
 from .protocol.engine import Engine, ServerOptions
 from .registry import Catalog, PromptArgument, PromptDef, ResourceDef, TemplateDef, ToolDef
@@ -181,7 +182,6 @@ class Server:
             return
         from django.db import transaction
 
-        from .conf import conf
         from .delivery import backend
 
         channel = self.channel(topic)
@@ -439,7 +439,6 @@ class Server:
         """URL patterns for ``path("mcp", server.urls)``, as ``admin.site.urls`` is used."""
         from django.urls import re_path
 
-        from .conf import conf
         from .transport.views import async_view, sync_view
 
         view: Any = sync_view(self) if conf.VIEW == "sync" else async_view(self)
@@ -454,13 +453,9 @@ class SettingsEngine(Engine):
     """The engine, reading validation settings from ``MCP_APP`` on every request."""
 
     def validate_input(self) -> bool:
-        from .conf import conf
-
         return conf.VALIDATE_INPUT
 
     def validate_output(self) -> bool:
-        from .conf import conf
-
         return conf.VALIDATE_OUTPUT
 
     def permitted(self, definition: Any, ctx: Any) -> bool:
@@ -472,8 +467,6 @@ class SettingsEngine(Engine):
         return bool(user is not None and user.has_perm(permission))
 
     def validator(self) -> Validator:
-        from .conf import conf
-
         path = conf.VALIDATOR
         if path is None:
             return self.options.validator
