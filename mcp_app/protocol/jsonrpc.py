@@ -204,6 +204,10 @@ def _finite(text: str) -> float:
     return value
 
 
+#: Made once: ``json.loads`` with hooks builds a decoder per call.
+_DECODER = json.JSONDecoder(parse_constant=_not_json, parse_float=_finite)
+
+
 def loads(data: bytes | str) -> Any:
     """Parse one JSON text as RFC 8259 has it, for a message a client sent.
 
@@ -218,7 +222,7 @@ def loads(data: bytes | str) -> Any:
     """
     try:
         text = data.decode("utf-8-sig") if isinstance(data, bytes) else data
-        value = json.loads(text, parse_constant=_not_json, parse_float=_finite)
+        value = _DECODER.decode(text)
     except (ValueError, UnicodeDecodeError):
         raise ParseError("Parse error: the body is not valid JSON") from None
     if _MAYBE_SURROGATE.search(text) and any_string_matches(value, _SURROGATE):
