@@ -70,6 +70,27 @@ def test_era_follows_the_protocol_version(version: str, era: str) -> None:
     assert RequestContext(protocol_version=version).era == era
 
 
+def test_every_thread_sees_the_one_cancelled_event() -> None:
+    import threading
+
+    ctx = RequestContext()
+    start = threading.Barrier(8)
+    seen: list[threading.Event] = []
+
+    def look() -> None:
+        start.wait()
+        seen.append(ctx.cancelled)
+
+    threads = [threading.Thread(target=look) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len({id(event) for event in seen}) == 1
+    seen[0].set()
+    assert ctx.is_cancelled is True
+
+
 def test_cancellation_is_visible() -> None:
     ctx = RequestContext()
     ctx.cancelled.set()

@@ -9,6 +9,8 @@ from typing import Any
 from . import jsonrpc, versions
 
 Emit = Callable[[dict[str, Any]], None]
+#: Held while a context makes its ``cancelled`` event, so two threads never make two.
+_MAKING = threading.Lock()
 
 
 def _discard(message: dict[str, Any]) -> None:
@@ -60,13 +62,25 @@ class RequestContext:
         #: The row's ``config`` for definitions stored as data; ``None`` for code.
         self.config: Any = None
         self.definition: Any = None
-        self.cancelled = threading.Event()
+        self._cancelled: threading.Event | None = None
         self._run_async = run_async
         self._last_progress: float | None = None
         #: False where the client cannot be asked anything (a 2025-03-26 batch).
         self.interactive = True
         #: Set by transports that can end the response early while the request goes on.
         self.close_hook: Callable[[], None] | None = None
+
+    @property
+    def cancelled(self) -> threading.Event:
+        """Set when the client cancels the request or goes away; a long handler checks it."""
+        # Made on first use: most requests are never cancelled nor asked whether they were.
+        event = self._cancelled
+        if event is None:
+            with _MAKING:
+                event = self._cancelled
+                if event is None:
+                    event = self._cancelled = threading.Event()
+        return event
 
     @property
     def era(self) -> str:
