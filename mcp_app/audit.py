@@ -74,7 +74,7 @@ def record(entry: Record) -> None:
     Runs in the request's worker thread, after the handler's transaction ended. It never
     raises: a row that cannot be written is logged, and the call is answered all the same.
     """
-    if not setting("AUDIT"):
+    if not conf.AUDIT:
         return
     try:
         if conf.AUDIT_FLUSH_SECONDS <= 0:
@@ -137,7 +137,7 @@ def _columns(entry: Record) -> Columns:
         entry.outcome[:16],
         storable(entry.error[:ERROR_MAX_CHARS]) if entry.error else "",
         max(0, int(entry.rounds)),
-        _kept_arguments(entry.arguments) if setting("AUDIT_ARGUMENTS") else None,
+        _kept_arguments(entry.arguments) if conf.AUDIT_ARGUMENTS else None,
         # The time of the call, however late the row is written.
         timezone.now(),
     )
