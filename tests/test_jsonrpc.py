@@ -244,6 +244,7 @@ def test_loads_takes_json(text: bytes | str, value: Any) -> None:
         (b'"\\ud800"', "lone UTF-16 surrogate"),
         (b'{"\\udfff": 1}', "lone UTF-16 surrogate"),
         (b'["\\ude00\\ud83d"]', "lone UTF-16 surrogate"),
+        (b'\xef\xbb\xbf["\\uD800"]', "lone UTF-16 surrogate"),  # behind a byte order mark
         (b'"\xed\xa0\x80"', "not valid JSON"),  # a surrogate's bytes are not UTF-8
         ('["\\udc00"]'.encode("utf-16-le"), "not valid JSON"),  # JSON on the wire is UTF-8
         ('["\udc00"]', "lone UTF-16 surrogate"),  # text decoded with surrogateescape

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from asgiref.sync import SyncToAsync, sync_to_async
+from django.conf import settings
 from django.core.exceptions import DisallowedHost, RequestDataTooBig
 from django.core.serializers.json import DjangoJSONEncoder
 from django.core.signals import got_request_exception
@@ -65,8 +66,6 @@ class Stream(Protocol):
 
 def body_limit() -> int:
     """The most body bytes a request may carry: ``MAX_BODY_BYTES`` or Django's limit if lower."""
-    from django.conf import settings
-
     limit, django_limit = conf.MAX_BODY_BYTES, settings.DATA_UPLOAD_MAX_MEMORY_SIZE
     return limit if django_limit is None else min(limit, django_limit)
 
