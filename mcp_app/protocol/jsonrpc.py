@@ -292,7 +292,9 @@ def encode(message: Any, by: json.JSONEncoder) -> str:
         if not any_string_matches(message, None, non_finite=True):
             raise
         return _mended(message, by)
-    return _mended(message, by) if _SURROGATE.search(text) else text
+    if text.isascii() or not _SURROGATE.search(text):
+        return text
+    return _mended(message, by)
 
 
 def _mended(message: Any, by: json.JSONEncoder) -> str:
