@@ -45,7 +45,14 @@ ZERO_ALLOWED = {
     "AUDIT_FLUSH_SECONDS": "to write each audit row in the request's thread",
     "RECHECK_SECONDS": "to read the catalog's generation and sessions on every call",
 }
-SWITCHES = ("VALIDATE_INPUT", "VALIDATE_OUTPUT", "ATOMIC", "AUDIT", "AUDIT_ARGUMENTS")
+SWITCHES = (
+    "VALIDATE_INPUT",
+    "VALIDATE_OUTPUT",
+    "ATOMIC",
+    "AUDIT",
+    "AUDIT_ARGUMENTS",
+    "BATCH_SCHEDULING",
+)
 #: Switches that may also be None (ATOMIC: follow the database's ATOMIC_REQUESTS).
 OPTIONAL_SWITCHES = ("ATOMIC",)
 #: What an Origin header holds: a scheme, a host and maybe a port, nothing after.

@@ -89,6 +89,9 @@ DEFAULTS: dict[str, Any] = {
     # Longest a worker trusts what it read of the catalog's generation or of a session without
     # reading it again, for changes no signal or delivery backend reports; 0: on every call.
     "RECHECK_SECONDS": 1.0,
+    # Linux: run the threads that serve requests under SCHED_BATCH, so a thread handed a
+    # request does not preempt the one that handed it over, which holds the GIL.
+    "BATCH_SCHEDULING": True,
 }
 
 
@@ -165,6 +168,10 @@ class Settings:
     def REQUEST_STATE_KEY(self) -> str | None:
         value = self._get("REQUEST_STATE_KEY")
         return str(value) if value else None
+
+    @_setting
+    def BATCH_SCHEDULING(self) -> bool:
+        return bool(self._get("BATCH_SCHEDULING"))
 
     @_setting
     def RECHECK_SECONDS(self) -> float:

@@ -260,7 +260,7 @@ def test_numbers_conf_reads_pass() -> None:
     ("name", "value"),
     [
         (name, value)
-        for name in ["VALIDATE_INPUT", "ATOMIC", "AUDIT", "AUDIT_ARGUMENTS"]
+        for name in ["VALIDATE_INPUT", "ATOMIC", "AUDIT", "AUDIT_ARGUMENTS", "BATCH_SCHEDULING"]
         for value in ["false", 0, None]
         # ATOMIC = None is valid: see the test below.
         if not (name == "ATOMIC" and value is None)

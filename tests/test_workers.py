@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextvars
+import os
 import threading
 import time
 from concurrent.futures import Future
 from typing import Any
 
 import pytest
+from django.test import override_settings
 
 from mcp_app.transport import workers as module
 from mcp_app.transport.workers import Workers
@@ -77,3 +79,37 @@ def test_an_idle_thread_ends(monkeypatch: pytest.MonkeyPatch) -> None:
     # The pool still serves, on a new thread.
     assert submit(pool, lambda: 1).result(5) == 1
     assert pool.started == 2
+
+
+# -- scheduling ---------------------------------------------------------------------------------
+
+linux_only = pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="SCHED_BATCH is Linux's")
+
+
+@linux_only
+def test_the_call_threads_run_under_sched_batch() -> None:
+    with override_settings(MCP_APP={}):
+        policy = submit(Workers(), os.sched_getscheduler, 0).result(5)
+    assert policy == os.SCHED_BATCH
+    # Only the pool's own threads: the caller's stays as it was.
+    assert os.sched_getscheduler(0) != os.SCHED_BATCH
+
+
+@linux_only
+def test_batch_scheduling_can_be_turned_off() -> None:
+    with override_settings(MCP_APP={"BATCH_SCHEDULING": False}):
+        policy = submit(Workers(), os.sched_getscheduler, 0).result(5)
+        assert module.batch_scheduling() is False
+    assert policy == os.SCHED_OTHER
+
+
+def test_a_kernel_that_refuses_the_policy_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: Any) -> None:
+        raise PermissionError("not here")
+
+    monkeypatch.setattr(os, "SCHED_BATCH", 3, raising=False)
+    monkeypatch.setattr(os, "sched_setscheduler", refuse, raising=False)
+    monkeypatch.setattr(os, "sched_param", lambda priority: priority, raising=False)
+    with override_settings(MCP_APP={}):
+        assert module.batch_scheduling() is False
+        assert submit(Workers(), lambda: "served").result(5) == "served"

@@ -9,15 +9,36 @@ every thread is busy and lets a thread go after it has been idle for a while.
 from __future__ import annotations
 
 import contextvars
+import os
 import queue
 import threading
 from collections.abc import Callable
+
+from ..conf import conf
 
 __all__ = ["Workers", "workers"]
 
 
 #: How long an idle thread waits for work before it ends.
 IDLE_SECONDS = 60.0
+
+
+def batch_scheduling() -> bool:
+    """Put this thread under Linux's ``SCHED_BATCH`` if ``BATCH_SCHEDULING``; whether it is.
+
+    A thread handed a request is woken while the thread that handed it over (the event loop,
+    or another worker) still holds the GIL. Under the default policy the kernel often runs the
+    woken thread at once, on the same core, only for it to wait for the GIL and switch back.
+    ``SCHED_BATCH`` takes the thread out of that wake-up preemption; it keeps its fair share
+    of the processor. Elsewhere, or when the kernel refuses, nothing changes.
+    """
+    if not conf.BATCH_SCHEDULING or not hasattr(os, "SCHED_BATCH"):
+        return False
+    try:
+        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+    except OSError:
+        return False
+    return True
 
 
 class _Thread:
@@ -28,6 +49,7 @@ class _Thread:
         self.thread.start()
 
     def loop(self) -> None:
+        batch_scheduling()
         task: Callable[[], None] | None = None
         while True:
             try:
