@@ -442,9 +442,20 @@ def test_without_authentication_classes_the_session_user_counts(
         return original(self)
 
     monkeypatch.setattr(SessionStore, "load", load)
+
+    def caller(cookie: str | None = None) -> str:
+        headers = {"Cookie": cookie} if cookie else {}
+        done = mcp_call(
+            app,
+            "tools/call",
+            {"name": "whoami", "arguments": {}},
+            path_="/extra/mcp",
+            headers=headers,
+        )
+        return str(done.json()["result"]["content"][0]["text"])
+
     # No session cookie: the lazy user is anonymous, and no session was read.
-    anonymous = mcp_call(app, "tools/call", {"name": "whoami", "arguments": {}}, path_="/extra/mcp")
-    assert anonymous.json()["result"]["content"][0]["text"] == "anonymous"
+    assert caller() == "anonymous"
     assert loads == []
 
     grace = get_user_model().objects.create_user("grace", "grace@example.com", None)
@@ -452,14 +463,7 @@ def test_without_authentication_classes_the_session_user_counts(
     browser.force_login(grace)
     cookie = f"sessionid={browser.cookies['sessionid'].value}"
     loads.clear()
-    logged_in = mcp_call(
-        app,
-        "tools/call",
-        {"name": "whoami", "arguments": {}},
-        path_="/extra/mcp",
-        headers={"Cookie": cookie},
-    )
-    assert logged_in.json()["result"]["content"][0]["text"] == "grace"
+    assert caller(cookie) == "grace"
     assert len(loads) == 1
 
     # The middleware is looked up again when the site's MIDDLEWARE changes.
@@ -467,22 +471,8 @@ def test_without_authentication_classes_the_session_user_counts(
         path for path in settings.MIDDLEWARE if not path.endswith("AuthenticationMiddleware")
     ]
     with override_settings(MIDDLEWARE=without_auth):
-        unknown = mcp_call(
-            app,
-            "tools/call",
-            {"name": "whoami", "arguments": {}},
-            path_="/extra/mcp",
-            headers={"Cookie": cookie},
-        )
-    assert unknown.json()["result"]["content"][0]["text"] == "no user"
-    again = mcp_call(
-        app,
-        "tools/call",
-        {"name": "whoami", "arguments": {}},
-        path_="/extra/mcp",
-        headers={"Cookie": cookie},
-    )
-    assert again.json()["result"]["content"][0]["text"] == "grace"
+        assert caller(cookie) == "no user"
+    assert caller(cookie) == "grace"
 
 
 # -- failures --------------------------------------------------------------------------------------
