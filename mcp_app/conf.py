@@ -8,6 +8,7 @@ Each typed value is worked out once too, and then read as a plain attribute.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar, overload
 
@@ -118,30 +119,46 @@ class _setting(Generic[T]):  # a decorator, named as ``property`` is
     def __get__(self, instance: Settings | None, owner: type) -> T | _setting[T]:
         if instance is None:
             return self
+        generation = instance._generation
         value = self.compute(instance)
-        instance.__dict__[self.name] = value
+        with _STORING:
+            # Worked out from settings a reload has since replaced: used once, not kept.
+            if generation == instance._generation:
+                instance.__dict__[self.name] = value
         return value
+
+
+#: Held while a value is kept or the kept values are dropped, so that a value worked out
+#: before a reload is never kept after it.
+_STORING = threading.Lock()
 
 
 class Settings:
     """One attribute per setting; values come from ``settings.MCP_APP`` or the defaults."""
 
     _values: dict[str, Any] | None = None
+    #: Moved by every reload.
+    _generation = 0
 
     def _get(self, name: str) -> Any:
         values = self._values
         if values is None:
+            generation = self._generation
             overrides = getattr(settings, "MCP_APP", None) or {}
             values = {**DEFAULTS, **overrides} if isinstance(overrides, dict) else dict(DEFAULTS)
-            self._values = values
+            with _STORING:
+                if generation == self._generation:
+                    self._values = values
         return values[name]
 
     def reload(self) -> None:
         """Read ``settings.MCP_APP`` again on the next access."""
-        self._values = None
-        for name, attribute in vars(type(self)).items():
-            if isinstance(attribute, _setting):
-                self.__dict__.pop(name, None)
+        with _STORING:
+            self._generation += 1
+            self._values = None
+            for name, attribute in vars(type(self)).items():
+                if isinstance(attribute, _setting):
+                    self.__dict__.pop(name, None)
 
     @property
     def ALLOWED_ORIGINS(self) -> list[str]:
@@ -177,8 +194,10 @@ class Settings:
     def RECHECK_SECONDS(self) -> float:
         return float(self._get("RECHECK_SECONDS"))
 
-    @_setting
+    @property
     def ATOMIC(self) -> bool:
+        # Not kept: unset, it follows ATOMIC_REQUESTS, which may be changed in place (as
+        # Django's own request handler reads it, on every request).
         value = self._get("ATOMIC")
         if value is None:
             database = settings.DATABASES.get(self.DATABASE_ALIAS) or {}
@@ -304,8 +323,7 @@ conf = Settings()
 
 
 def _reload(*, setting: str, **kwargs: Any) -> None:
-    # ATOMIC follows the ATOMIC_REQUESTS of a database when unset.
-    if setting in ("MCP_APP", "DATABASES"):
+    if setting == "MCP_APP":
         conf.reload()
 
 

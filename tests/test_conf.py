@@ -134,17 +134,37 @@ def test_a_typed_value_is_worked_out_once_until_a_change_is_announced() -> None:
         assert conf.MAX_JSON_DEPTH == 7
 
 
-@pytest.mark.filterwarnings("ignore:Overriding setting DATABASES")
-def test_atomic_follows_a_change_of_databases_announced_by_django() -> None:
-    from django.conf import settings
+def test_atomic_unset_follows_atomic_requests_changed_in_place() -> None:
+    from django.db import connection
 
-    databases = {alias: dict(config) for alias, config in settings.DATABASES.items()}
+    # The connection's settings dict is settings.DATABASES["default"] itself, and Django's
+    # request handler reads ATOMIC_REQUESTS from it on every request.
+    before = connection.settings_dict.get("ATOMIC_REQUESTS", False)
     with override_settings(MCP_APP={}):
-        assert conf.ATOMIC is False
-        databases["default"]["ATOMIC_REQUESTS"] = True
-        with override_settings(DATABASES=databases):
+        try:
+            connection.settings_dict["ATOMIC_REQUESTS"] = True
             assert conf.ATOMIC is True
-        assert conf.ATOMIC is False
+            connection.settings_dict["ATOMIC_REQUESTS"] = False
+            assert conf.ATOMIC is False
+        finally:
+            connection.settings_dict["ATOMIC_REQUESTS"] = before
+
+
+def test_a_value_worked_out_before_a_reload_is_not_kept_after_it() -> None:
+    from mcp_app.conf import Settings, _setting
+
+    class Racing(Settings):
+        @_setting
+        def VIEW(self) -> str:
+            value = str(self._get("VIEW"))
+            self.reload()  # another thread's reload, while this one was working it out
+            return value
+
+    racing = Racing()
+    with override_settings(MCP_APP={"VIEW": "sync"}):
+        assert racing.VIEW == "sync"  # used once
+        assert "VIEW" not in racing.__dict__  # but not kept
+    assert "VIEW" not in racing.__dict__
 
 
 def test_the_audit_writer_settings_and_their_types() -> None:
