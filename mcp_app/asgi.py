@@ -34,6 +34,7 @@ import functools
 import http
 import io
 import logging
+import threading
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
@@ -287,21 +288,30 @@ def _unused(request: HttpRequest) -> HttpResponseBase:
     raise AssertionError("only the middleware's process_request is used")
 
 
-#: The site's auth middleware, found once per value of the settings it depends on.
-_found: dict[str, tuple[Any, ...]] = {}
+#: The site's auth middleware, found once per value of the settings it depends on, and how
+#: many times those changed (a lookup that straddles a change is used once, not kept).
+_found: dict[str, Any] = {"changes": 0}
 
 
 def _site_auth_middleware() -> tuple[Any, ...]:
-    found = _found.get("middleware")
+    found: tuple[Any, ...] | None = _found.get("middleware")
     if found is None:
+        changes = _found["changes"]
         found = _auth_middleware(tuple(settings.MIDDLEWARE), settings.SESSION_ENGINE)
-        _found["middleware"] = found
+        with _FINDING:
+            if changes == _found["changes"]:
+                _found["middleware"] = found
     return found
+
+
+_FINDING = threading.Lock()
 
 
 def _forget_middleware(*, setting: str, **kwargs: Any) -> None:
     if setting in ("MIDDLEWARE", "SESSION_ENGINE"):
-        _found.clear()
+        with _FINDING:
+            _found["changes"] += 1
+            _found.pop("middleware", None)
 
 
 setting_changed.connect(_forget_middleware, dispatch_uid="mcp_app.asgi.middleware")
