@@ -16,7 +16,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.db import DataError, IntegrityError, connections, router, transaction
@@ -370,30 +370,27 @@ _PLAIN_TYPES = frozenset(
 
 
 def _preparers(fields: list[Any], connection: Any) -> list[tuple[int, Callable[[Any], Any]]]:
-    """The columns whose values a field must prepare for the database, and how.
-
-    ``created`` is always an aware (or, without ``USE_TZ``, naive) datetime from
-    ``timezone.now()``: it needs only the backend's adaptation, not the field's checks.
-    """
+    """The columns whose values a field must prepare for the database, and how."""
     preparers: list[tuple[int, Callable[[Any], Any]]] = []
     for index, field in enumerate(fields):
         kind = field.get_internal_type()
         if kind in _PLAIN_TYPES:
             continue
         if kind == "DateTimeField":
-            preparers.append(
-                (
-                    index,
-                    functools.partial(
-                        field.get_db_prep_value, connection=connection, prepared=True
-                    ),
-                )
-            )
+            preparers.append((index, functools.partial(_datetime, field, connection)))
         else:
             preparers.append(
                 (index, functools.partial(field.get_db_prep_save, connection=connection))
             )
     return preparers
+
+
+def _datetime(field: Any, connection: Any, value: Any) -> Any:
+    # An aware datetime (timezone.now() under USE_TZ) needs only the backend's adaptation; the
+    # field's own preparation makes a naive one aware in TIME_ZONE first (and warns).
+    if isinstance(value, datetime) and value.tzinfo is not None:
+        return field.get_db_prep_value(value, connection, prepared=True)
+    return field.get_db_prep_save(value, connection)
 
 
 def _insert(items: list[Columns], alias: str) -> None:

@@ -541,6 +541,22 @@ def test_a_row_that_cannot_be_written_is_dropped_alone(
     assert "Could not write an audit record, dropped: tools/call broken by anonymous" in caplog.text
 
 
+@pytest.mark.filterwarnings("ignore:DateTimeField ToolCall.created received a naive datetime")
+@override_settings(USE_TZ=True, TIME_ZONE="Europe/Paris")
+def test_a_naive_time_is_written_as_the_model_would_write_it(deferred: Any) -> None:
+    deferred()
+    # Queued while USE_TZ was off (or by a patched clock): a naive time in TIME_ZONE.
+    naive = timezone.make_naive(timezone.now().replace(microsecond=0))
+    queued = dict(zip(audit.COLUMNS, audit._columns(entry("naive")), strict=True))
+    queued["created"] = naive
+    audit._enqueue(tuple(queued.values()))
+    assert audit.flush()
+    by_model = ToolCall(**{**queued, "name": "by model"})
+    by_model.save()
+    written = {row.name: row.created for row in ToolCall.objects.all()}
+    assert written["naive"] == written["by model"] == timezone.make_aware(naive)
+
+
 def test_a_row_whose_user_is_gone_does_not_hold_back_the_others(deferred: Any) -> None:
     deferred()
     ada, bob = user("ada"), user("bob")
