@@ -113,3 +113,29 @@ def test_a_kernel_that_refuses_the_policy_changes_nothing(monkeypatch: pytest.Mo
     with override_settings(MCP_APP={}):
         assert module.batch_scheduling() is False
         assert submit(Workers(), lambda: "served").result(5) == "served"
+
+
+@linux_only
+def test_a_thread_under_another_policy_keeps_it() -> None:
+    seen: list[int] = []
+
+    def site_thread() -> None:
+        # A site that runs its process under another policy (SCHED_IDLE needs no privilege).
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        seen.append(submit(Workers(), os.sched_getscheduler, 0).result(5))
+
+    with override_settings(MCP_APP={}):
+        thread = threading.Thread(target=site_thread)
+        thread.start()
+        thread.join(10)
+    assert seen == [os.SCHED_IDLE]
+
+
+def test_a_setting_that_cannot_be_read_does_not_stop_a_thread_serving() -> None:
+    class Unreadable:
+        def __bool__(self) -> bool:
+            raise ValueError("no")
+
+    with override_settings(MCP_APP={"BATCH_SCHEDULING": Unreadable()}):
+        assert module.batch_scheduling() is False
+        assert submit(Workers(), lambda: "served").result(5) == "served"

@@ -9,6 +9,7 @@ every thread is busy and lets a thread go after it has been idle for a while.
 from __future__ import annotations
 
 import contextvars
+import logging
 import os
 import queue
 import threading
@@ -18,6 +19,8 @@ from ..conf import conf
 
 __all__ = ["Workers", "workers"]
 
+
+logger = logging.getLogger("mcp_app")
 
 #: How long an idle thread waits for work before it ends.
 IDLE_SECONDS = 60.0
@@ -30,13 +33,19 @@ def batch_scheduling() -> bool:
     or another worker) still holds the GIL. Under the default policy the kernel often runs the
     woken thread at once, on the same core, only for it to wait for the GIL and switch back.
     ``SCHED_BATCH`` takes the thread out of that wake-up preemption; it keeps its fair share
-    of the processor. Elsewhere, or when the kernel refuses, nothing changes.
+    of the processor. Only a thread under the default policy changes: a site that gave its
+    process another policy keeps it. Threads and processes started from such a thread inherit
+    the policy. Elsewhere, or when the kernel refuses, nothing changes.
     """
-    if not conf.BATCH_SCHEDULING or not hasattr(os, "SCHED_BATCH"):
-        return False
     try:
+        if not conf.BATCH_SCHEDULING or not hasattr(os, "SCHED_BATCH"):
+            return False
+        if os.sched_getscheduler(0) != os.SCHED_OTHER:
+            return False
         os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
-    except OSError:
+    except Exception:
+        # Never a reason for a thread not to serve: its task is already queued to it.
+        logger.debug("SCHED_BATCH not applied", exc_info=True)
         return False
     return True
 
