@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import shutil
 import subprocess
 import threading
@@ -81,6 +82,20 @@ def test_a_message_reaches_a_subscriber_of_another_backend(make: Any) -> None:
 
     assert sink.wait_for(1) == [("lists", message)]
     sink.stays(1, 0.2)
+
+
+def test_what_other_backends_keep_arrives_as_it_was_sent(make: Any) -> None:
+    publisher, listener = make(), make()
+    sink = Collector()
+    listener.subscribe(["odd"], sink)
+    # A handler's notification may hold these; the in-process and database backends keep
+    # them (the stream that sends it out mends them), so this one must not refuse them.
+    message = {"text": "lone \ud800 and NUL \x00", "numbers": [float("inf"), -float("inf")]}
+    publisher.publish("odd", message)
+    publisher.publish("odd", {"nan": float("nan")})
+    (_, first), (_, second) = sink.wait_for(2)
+    assert first == message
+    assert math.isnan(second["nan"])
 
 
 def test_subscribe_returns_once_redis_confirmed_it(make: Any, redis_url: str, prefix: str) -> None:

@@ -35,7 +35,7 @@ from mcp_app.delivery import backend
 from mcp_app.models import Session, StreamEvent
 from mcp_app.protocol.context import RequestContext
 from mcp_app.transport import views
-from tests.conftest import modern_request, sse_messages, stream_bytes
+from tests.conftest import modern_request, require_redis_url, sse_messages, stream_bytes
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -1428,3 +1428,25 @@ def test_close_stream_before_2025_11_25_keeps_the_stream_until_the_result(
     assert response["Content-Type"] == "application/json"
     assert response.json()["id"] == 23
     assert "isError" not in response.json()["result"]
+
+
+def test_a_log_message_with_a_lone_surrogate_goes_out_through_redis(
+    session: LegacySession, settings: Any, temporary: Callable[..., None]
+) -> None:
+    url = require_redis_url()
+
+    def odd_log(arguments: JSON, context: RequestContext) -> str:
+        context.log("info", "lone \ud800 here")
+        return "done"
+
+    temporary("tool", odd_log, name="odd_log")
+    set_mcp(settings, DELIVERY_BACKEND="mcp_app.delivery.redis.RedisBackend", REDIS_URL=url)
+    try:
+        response = session.request("tools/call", {"name": "odd_log"}, request_id=31)
+        messages = sse_messages(response)
+    finally:
+        backend().close()  # its listener thread must not outlive the test
+    logs = [m["params"]["data"] for m in messages if m.get("method") == "notifications/message"]
+    # The stream sends U+FFFD for what UTF-8 cannot carry; the call still completes.
+    assert logs == ["lone \ufffd here"]
+    assert tool_text(messages[-1]) == "done"

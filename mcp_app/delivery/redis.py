@@ -103,7 +103,9 @@ class RedisBackend(SinkTable, Backend):
             TypeError: ``message`` is not JSON-serializable.
             redis.RedisError: Redis could not be reached, or did not answer in time.
         """
-        data = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+        # ASCII escapes: a lone surrogate, which UTF-8 cannot carry, travels as "\ud800" and
+        # arrives as it was (as the other backends keep it; the stream that sends it mends it).
+        data = json.dumps(message, separators=(",", ":"))
         self._client().publish(self._prefix + channel, data)
 
     # -- subscribing ------------------------------------------------------------------------
