@@ -282,7 +282,16 @@ _ANNOTATIONS = frozenset(
     }
 )
 _QUICK_ROOT = _ANNOTATIONS | {"$schema", "type", "properties", "required", "additionalProperties"}
-_QUICK_PROPERTY = _ANNOTATIONS | {"type"}
+#: Property keywords the quick check understands; each means the same in every draft from 4.
+_QUICK_PROPERTY = _ANNOTATIONS | {
+    "type",
+    "minLength",
+    "maxLength",
+    "enum",
+    "const",
+    "minimum",
+    "maximum",
+}
 
 
 def _is_integer(value: object) -> bool:
@@ -310,16 +319,51 @@ def _quick_property(schema: object) -> Any:
         return lambda value: True
     if not isinstance(schema, dict) or not set(schema) <= _QUICK_PROPERTY:
         return None
+    tests: list[Any] = []
     kind = schema.get("type")
-    if kind is None:
+    if kind is not None:
+        kinds = kind if isinstance(kind, list) else [kind]
+        if not kinds or not all(isinstance(k, str) and k in _QUICK_TYPES for k in kinds):
+            return None
+        of_type = [_QUICK_TYPES[k] for k in kinds]
+        tests.append(of_type[0] if len(of_type) == 1 else _any_of(of_type))
+    for keyword in ("minLength", "maxLength", "minimum", "maximum"):
+        if keyword in schema:
+            bound = schema[keyword]
+            if not _is_number(bound):
+                return None
+            tests.append(_QUICK_LIMITS[keyword](bound))
+    if "enum" in schema:
+        members = schema["enum"]
+        # Strings only: JSON Schema tells true from 1, and 1 from 1.0 only in some drafts.
+        if not isinstance(members, list) or not all(type(m) is str for m in members):
+            return None
+        allowed = frozenset(members)
+        tests.append(lambda value: type(value) is str and value in allowed)
+    if "const" in schema:
+        const = schema["const"]
+        if type(const) is not str:
+            return None
+        tests.append(lambda value: type(value) is str and value == const)
+    if not tests:
         return lambda value: True
-    kinds = kind if isinstance(kind, list) else [kind]
-    if not kinds or not all(isinstance(k, str) and k in _QUICK_TYPES for k in kinds):
-        return None
-    tests = [_QUICK_TYPES[k] for k in kinds]
     if len(tests) == 1:
         return tests[0]
+    return lambda value: all(test(value) for test in tests)
+
+
+def _any_of(tests: list[Any]) -> Any:
     return lambda value: any(test(value) for test in tests)
+
+
+# A length applies to strings (counted in code points, as len() counts them) and a bound to
+# numbers (never to booleans); any other value passes that keyword.
+_QUICK_LIMITS: dict[str, Any] = {
+    "minLength": lambda n: lambda value: type(value) is not str or len(value) >= n,
+    "maxLength": lambda n: lambda value: type(value) is not str or len(value) <= n,
+    "minimum": lambda n: lambda value: not _is_number(value) or value >= n,
+    "maximum": lambda n: lambda value: not _is_number(value) or value <= n,
+}
 
 
 def _quick_check(schema: Any) -> Any:

@@ -620,6 +620,18 @@ _JSON = st.recursive(
     lambda children: st.lists(children, max_size=3) | st.dictionaries(_NAMES, children, max_size=3),
     max_leaves=6,
 )
+_BOUND = st.integers(-3, 3) | st.sampled_from([0.5, -1.5, 2.0, 1e300])
+_LIMITS = st.fixed_dictionaries(
+    {},
+    optional={
+        "minLength": st.integers(0, 3),
+        "maxLength": st.integers(0, 3),
+        "minimum": _BOUND,
+        "maximum": _BOUND,
+        "enum": st.lists(st.text(max_size=2), min_size=1, max_size=3, unique=True),
+        "const": st.text(max_size=2),
+    },
+)
 _PROPERTY = st.one_of(
     st.just(True),
     st.just({}),
@@ -627,6 +639,12 @@ _PROPERTY = st.one_of(
     st.builds(
         lambda ts: {"type": ts, "description": "x"},
         st.lists(st.sampled_from(_TYPES), min_size=1, max_size=3, unique=True),
+    ),
+    # The keywords the quick check reads, with or without a type.
+    st.builds(
+        lambda ts, limits: ({"type": ts} if ts else {}) | limits,
+        st.lists(st.sampled_from(_TYPES), max_size=2, unique=True),
+        _LIMITS,
     ),
 )
 _SIMPLE = st.fixed_dictionaries(
@@ -643,9 +661,8 @@ _SIMPLE = st.fixed_dictionaries(
 )
 
 
-_SCALARS = st.sampled_from(
-    [None, True, False, 0, 1, -3, 1.0, 1.5, -0.0, "", "x", [], {}, [1], {"a": 1}]
-)
+_NUMBERS = [None, True, False, 0, 1, -3, 1.0, 1.5, -0.0, 3, 2.5, 1e301]
+_SCALARS = st.sampled_from([*_NUMBERS, "", "x", "xyz", "é", "😀", [], {}, [1], {"a": 1}])
 
 
 @settings(max_examples=1000, deadline=None)
@@ -693,7 +710,11 @@ def test_the_quick_check_takes_the_usual_argument_object() -> None:
     "schema",
     [
         {"type": "object", "properties": {"a": {"type": "string", "format": "email"}}},
-        {"type": "object", "properties": {"a": {"type": "integer", "minimum": 0}}},
+        {"type": "object", "properties": {"a": {"type": "integer", "exclusiveMinimum": 0}}},
+        {"type": "object", "properties": {"a": {"type": "string", "pattern": "^x"}}},
+        {"type": "object", "properties": {"a": {"enum": ["x", 1]}}},  # true is not 1 in JSON
+        {"type": "object", "properties": {"a": {"const": 1}}},
+        {"type": "object", "properties": {"a": {"minimum": 0, "exclusiveMinimum": True}}},
         {"type": "object", "patternProperties": {"^x": {"type": "string"}}},
         {"type": "object", "additionalProperties": {"type": "string"}},
         {"type": "object", "properties": {"a": {"$ref": "#/$defs/a"}}, "$defs": {"a": {}}},
@@ -706,3 +727,31 @@ def test_the_quick_check_takes_the_usual_argument_object() -> None:
 def test_other_schemas_always_go_to_the_validator(schema: dict[str, Any]) -> None:
 
     assert _quick_check(schema) is None
+
+
+def test_the_quick_check_reads_lengths_bounds_and_string_enums() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "minLength": 1, "maxLength": 3, "description": "who"},
+            "mode": {"type": "string", "enum": ["fast", "slow"]},
+            "count": {"type": "integer", "minimum": 1, "maximum": 10},
+            "kind": {"const": "tool"},
+        },
+        "required": ["name", "mode"],
+        "additionalProperties": False,
+    }
+    quick = _quick_check(schema)
+    assert quick is not None
+    assert quick({"name": "ada", "mode": "fast", "count": 10, "kind": "tool"})
+    assert quick({"name": "😀", "mode": "slow"})  # one code point, as JSON Schema counts
+    for wrong in (
+        {"name": "", "mode": "fast"},
+        {"name": "adam", "mode": "fast"},
+        {"name": "ada", "mode": "quick"},
+        {"name": "ada", "mode": "fast", "count": 0},
+        {"name": "ada", "mode": "fast", "count": 11},
+        {"name": "ada", "mode": "fast", "kind": "prompt"},
+    ):
+        assert not quick(wrong), wrong
+        assert validate(schema, wrong) != [], wrong
