@@ -357,12 +357,19 @@ def _any_of(tests: list[Any]) -> Any:
 
 
 # A length applies to strings (counted in code points, as len() counts them) and a bound to
-# numbers (never to booleans); any other value passes that keyword.
+# numbers (never to booleans); any other plain JSON value passes that keyword. A value of
+# another type (a str or int subclass a handler returned, a Decimal) is left to the
+# validator, which applies the keyword to it by isinstance.
+_PLAIN = frozenset({str, int, float, bool, type(None), dict, list})
 _QUICK_LIMITS: dict[str, Any] = {
-    "minLength": lambda n: lambda value: type(value) is not str or len(value) >= n,
-    "maxLength": lambda n: lambda value: type(value) is not str or len(value) <= n,
-    "minimum": lambda n: lambda value: not _is_number(value) or value >= n,
-    "maximum": lambda n: lambda value: not _is_number(value) or value <= n,
+    "minLength": lambda n: (
+        lambda value: len(value) >= n if type(value) is str else type(value) in _PLAIN
+    ),
+    "maxLength": lambda n: (
+        lambda value: len(value) <= n if type(value) is str else type(value) in _PLAIN
+    ),
+    "minimum": lambda n: lambda value: value >= n if _is_number(value) else type(value) in _PLAIN,
+    "maximum": lambda n: lambda value: value <= n if _is_number(value) else type(value) in _PLAIN,
 }
 
 

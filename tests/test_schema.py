@@ -755,3 +755,29 @@ def test_the_quick_check_reads_lengths_bounds_and_string_enums() -> None:
     ):
         assert not quick(wrong), wrong
         assert validate(schema, wrong) != [], wrong
+
+
+def test_the_quick_check_leaves_values_of_other_types_to_the_validator() -> None:
+    # Output validation sees a handler's own objects, not parsed JSON.
+    import enum
+    from decimal import Decimal
+
+    from django.utils.safestring import mark_safe
+
+    class Mode(enum.StrEnum):
+        LONG = "toolong"
+
+    class Level(enum.IntEnum):
+        LOW = 5
+
+    for limits, value in (
+        ({"maxLength": 3}, Mode.LONG),
+        ({"maxLength": 3}, mark_safe("<b>x</b>")),
+        ({"minimum": 10}, Level.LOW),
+        ({"minimum": 10}, Decimal(5)),
+    ):
+        schema = {"type": "object", "properties": {"v": limits}}
+        quick = _quick_check(schema)
+        assert quick is not None
+        assert not quick({"v": value}), (limits, value)
+        assert validate(schema, {"v": value}) != [], (limits, value)
