@@ -34,14 +34,12 @@ import functools
 import http
 import io
 import logging
-import threading
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.handlers.asgi import ASGIHandler, ASGIRequest, get_script_prefix
-from django.core.signals import setting_changed
 from django.db import close_old_connections
 from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
@@ -49,6 +47,7 @@ from django.urls import Resolver404, ResolverMatch, get_resolver, set_script_pre
 from django.utils.log import log_response
 from django.utils.module_loading import import_string
 
+from .conf import Derived
 from .protocol import jsonrpc
 from .server import SERVER_ATTRIBUTE
 from .transport import sse
@@ -246,7 +245,7 @@ class _BareHooks(Hooks):
 
     def begin(self, request: HttpRequest) -> None:
         close_old_connections()
-        for middleware in _site_auth_middleware():
+        for middleware in _SITE_AUTH_MIDDLEWARE.get():
             middleware.process_request(request)
 
     def headers(self, request: HttpRequest) -> dict[str, str]:
@@ -288,37 +287,7 @@ def _unused(request: HttpRequest) -> HttpResponseBase:
     raise AssertionError("only the middleware's process_request is used")
 
 
-#: The site's auth middleware, found once per value of the settings it depends on, and how
-#: many times those changed (a lookup that straddles a change is used once, not kept).
-_found: dict[str, Any] = {"changes": 0}
-
-
-def _site_auth_middleware() -> tuple[Any, ...]:
-    found: tuple[Any, ...] | None = _found.get("middleware")
-    if found is None:
-        changes = _found["changes"]
-        found = _auth_middleware(tuple(settings.MIDDLEWARE), settings.SESSION_ENGINE)
-        with _FINDING:
-            if changes == _found["changes"]:
-                _found["middleware"] = found
-    return found
-
-
-_FINDING = threading.Lock()
-
-
-def _forget_middleware(*, setting: str, **kwargs: Any) -> None:
-    if setting in ("MIDDLEWARE", "SESSION_ENGINE"):
-        with _FINDING:
-            _found["changes"] += 1
-            _found.pop("middleware", None)
-
-
-setting_changed.connect(_forget_middleware, dispatch_uid="mcp_app.asgi.middleware")
-
-
-@functools.lru_cache(maxsize=8)
-def _auth_middleware(paths: tuple[str, ...], session_engine: str) -> tuple[Any, ...]:
+def _auth_middleware() -> tuple[Any, ...]:
     """The site's session and authentication middleware, in order, for their process_request.
 
     Both only attach lazy objects (``request.session``, ``request.user``): a request
@@ -332,7 +301,7 @@ def _auth_middleware(paths: tuple[str, ...], session_engine: str) -> tuple[Any, 
 
         wanted += (AuthenticationMiddleware,)
     found = []
-    for path in paths:
+    for path in settings.MIDDLEWARE:
         try:
             cls = import_string(path)
         except ImportError:
@@ -341,6 +310,11 @@ def _auth_middleware(paths: tuple[str, ...], session_engine: str) -> tuple[Any, 
             middleware: Any = cls
             found.append(middleware(_unused))
     return tuple(found)
+
+
+#: Found again when the site's MIDDLEWARE changes, or SESSION_ENGINE (which the session
+#: middleware reads when it is made).
+_SITE_AUTH_MIDDLEWARE = Derived(_auth_middleware, ("MIDDLEWARE", "SESSION_ENGINE"))
 
 
 # -- sending ----------------------------------------------------------------------------------

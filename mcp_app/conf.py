@@ -9,7 +9,7 @@ Each typed value is worked out once too, and then read as a plain attribute.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar, overload
 
 from django.conf import settings
@@ -98,6 +98,50 @@ DEFAULTS: dict[str, Any] = {
 
 T = TypeVar("T")
 
+#: Held while a value is kept or kept values are dropped, so that a value worked out before
+#: a change is never kept after it. Reentrant: a reload drops its source's value too.
+_STORING = threading.RLock()
+_UNSET: Any = object()
+
+
+class Derived(Generic[T]):
+    """A value worked out from Django settings on first use, and kept until Django announces a
+    change of one of ``names`` (``setting_changed``) or ``forget()`` is called.
+
+    A value worked out while a change was announced is used once, not kept.
+    """
+
+    def __init__(self, compute: Callable[[], T], names: Iterable[str] = ()) -> None:
+        self._compute = compute
+        self._names = frozenset(names)
+        self._value: T = _UNSET
+        #: Moved by every change.
+        self.generation = 0
+        if self._names:
+            _derived.append(self)
+
+    def get(self) -> T:
+        value = self._value
+        if value is _UNSET:
+            generation = self.generation
+            value = self._compute()
+            self.keep(generation, lambda: setattr(self, "_value", value))
+        return value
+
+    def keep(self, generation: int, store: Callable[[], None]) -> None:
+        """Run ``store`` unless a change came after ``generation`` was read."""
+        with _STORING:
+            if generation == self.generation:
+                store()
+
+    def forget(self) -> None:
+        with _STORING:
+            self.generation += 1
+            self._value = _UNSET
+
+
+_derived: list[Derived[Any]] = []
+
 
 class _setting(Generic[T]):  # a decorator, named as ``property`` is
     """A typed setting, worked out on first read and kept in the instance until ``reload()``.
@@ -119,43 +163,30 @@ class _setting(Generic[T]):  # a decorator, named as ``property`` is
     def __get__(self, instance: Settings | None, owner: type) -> T | _setting[T]:
         if instance is None:
             return self
-        generation = instance._generation
+        generation = instance._source.generation
         value = self.compute(instance)
-        with _STORING:
-            # Worked out from settings a reload has since replaced: used once, not kept.
-            if generation == instance._generation:
-                instance.__dict__[self.name] = value
+        instance._source.keep(generation, lambda: instance.__dict__.__setitem__(self.name, value))
         return value
 
 
-#: Held while a value is kept or the kept values are dropped, so that a value worked out
-#: before a reload is never kept after it.
-_STORING = threading.Lock()
+def _merged() -> dict[str, Any]:
+    overrides = getattr(settings, "MCP_APP", None) or {}
+    return {**DEFAULTS, **overrides} if isinstance(overrides, dict) else dict(DEFAULTS)
 
 
 class Settings:
     """One attribute per setting; values come from ``settings.MCP_APP`` or the defaults."""
 
-    _values: dict[str, Any] | None = None
-    #: Moved by every reload.
-    _generation = 0
+    def __init__(self) -> None:
+        self._source = Derived(_merged)
 
     def _get(self, name: str) -> Any:
-        values = self._values
-        if values is None:
-            generation = self._generation
-            overrides = getattr(settings, "MCP_APP", None) or {}
-            values = {**DEFAULTS, **overrides} if isinstance(overrides, dict) else dict(DEFAULTS)
-            with _STORING:
-                if generation == self._generation:
-                    self._values = values
-        return values[name]
+        return self._source.get()[name]
 
     def reload(self) -> None:
         """Read ``settings.MCP_APP`` again on the next access."""
         with _STORING:
-            self._generation += 1
-            self._values = None
+            self._source.forget()
             for name, attribute in vars(type(self)).items():
                 if isinstance(attribute, _setting):
                     self.__dict__.pop(name, None)
@@ -325,6 +356,9 @@ conf = Settings()
 def _reload(*, setting: str, **kwargs: Any) -> None:
     if setting == "MCP_APP":
         conf.reload()
+    for derived in _derived:
+        if setting in derived._names:
+            derived.forget()
 
 
 setting_changed.connect(_reload, dispatch_uid="mcp_app.conf.reload")

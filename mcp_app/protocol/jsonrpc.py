@@ -187,12 +187,12 @@ def classify(message: Any) -> str:
 
 # -- parsing ---------------------------------------------------------------------------------
 
-#: Where a lone surrogate may come from in decoded text: an escape, or the character itself
-#: (text a caller decoded with ``surrogateescape``).
-_MAYBE_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
 #: UTF-8 text holds no surrogate itself: in a body read as bytes, only an escape can make one.
 _ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+#: Where a lone surrogate may come from in decoded text: an escape, or the character itself
+#: (text a caller decoded with ``surrogateescape``).
+_MAYBE_SURROGATE = re.compile(f"{_ESCAPED_SURROGATE.pattern}|{_SURROGATE.pattern}")
 
 
 def _not_json(constant: str) -> Any:
