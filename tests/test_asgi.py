@@ -10,11 +10,13 @@ bounded.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import logging
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -36,7 +38,7 @@ from mcp_app.protocol.context import RequestContext
 from mcp_app.transport.http import Call
 from mcp_app.transport.workers import workers
 from project.urls import urlpatterns as site_patterns
-from tests.conftest import modern_request
+from tests.conftest import modern_request, stream_bytes
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.urls(__name__)]
 
@@ -73,6 +75,31 @@ def not_a_number(arguments: JSON, context: RequestContext) -> Any:
     # A handler bug JSON cannot carry; progress first, so the answer can be streamed.
     context.report_progress(float("nan"), total=1)
     return {"ratio": float("nan")}
+
+
+@extra.tool(name="a-set", output_schema=None)
+def a_set(arguments: JSON, context: RequestContext) -> Any:
+    # A handler bug JSON has no form for; progress first, so the answer can be streamed.
+    context.report_progress(1, total=2)
+    return {"tags": {"a"}}
+
+
+@extra.tool(name="price", output_schema=None)
+def price(arguments: JSON, context: RequestContext) -> Any:
+    context.report_progress(1, total=2)
+    return {"price": Decimal("9.99"), "on": datetime.date(2026, 11, 30)}
+
+
+@extra.tool(
+    name="payroll",
+    permission=lambda user: bool(user is not None and user.is_staff),
+    input_schema={
+        "type": "object",
+        "properties": {"employee": {"type": "string", "x-mcp-header": "Employee"}},
+    },
+)
+def payroll(arguments: JSON, context: RequestContext) -> str:
+    return "secret"
 
 
 urlpatterns = [*site_patterns, path("extra/mcp", extra.urls)]
@@ -540,6 +567,52 @@ def test_a_streamed_answer_holding_nan_ends_with_an_internal_error(app: Route) -
     progress, final = done.messages()
     assert progress["params"]["progress"] is None
     assert final == INTERNAL_ERROR
+
+
+@pytest.mark.parametrize("meta", [None, {"progressToken": 4}])
+def test_an_answer_holding_a_value_json_has_no_form_for_is_an_internal_error(
+    app: Route, caplog: pytest.LogCaptureFixture, meta: JSON | None
+) -> None:
+    done = mcp_call(app, "tools/call", {"name": "a-set"}, path_="/extra/mcp", meta=meta)
+    assert done.status == 200
+    assert (done.messages()[-1] if meta else done.json()) == INTERNAL_ERROR
+    assert "held a value JSON cannot carry" in caplog.text
+
+
+@pytest.mark.parametrize("meta", [None, {"progressToken": 6}])
+def test_the_django_view_answers_a_value_json_has_no_form_for_as_an_internal_error(
+    meta: JSON | None,
+) -> None:
+    body, headers = modern_request("tools/call", {"name": "a-set"}, meta=meta)
+    response = Client(raise_request_exception=False).post(
+        "/extra/mcp", data=json.dumps(body), content_type="application/json", headers=headers
+    )
+    assert response.status_code == 200
+    if meta:
+        assert json.loads(stream_bytes(response).decode().splitlines()[-2][6:]) == INTERNAL_ERROR
+    else:
+        assert response.json() == INTERNAL_ERROR
+
+
+@pytest.mark.parametrize("meta", [None, {"progressToken": 5}])
+def test_dates_and_decimals_are_answered_alike_plain_or_streamed(
+    app: Route, meta: JSON | None
+) -> None:
+    done = mcp_call(app, "tools/call", {"name": "price"}, path_="/extra/mcp", meta=meta)
+    final = done.messages()[-1] if meta else done.json()
+    assert final["result"]["structuredContent"] == {"price": "9.99", "on": "2026-11-30"}
+
+
+def test_a_hidden_tool_is_unknown_whatever_the_headers_say(app: Route) -> None:
+    done = mcp_call(
+        app,
+        "tools/call",
+        {"name": "payroll", "arguments": {"employee": "alice"}},
+        path_="/extra/mcp",
+    )
+    # Not -32020 for the missing Mcp-Param-Employee header: that would tell the tool exists.
+    assert done.json()["error"]["code"] == -32602
+    assert done.json()["error"]["message"] == "Unknown tool: payroll"
 
 
 def test_a_call_with_progress_streams_its_events(app: Route) -> None:

@@ -62,6 +62,14 @@ def test_classify_recognises_valid_shapes(message: dict[str, Any], kind: str) ->
         {"jsonrpc": "2.0", "id": 1},
         {"jsonrpc": "2.0", "result": {}},
         {"jsonrpc": "2.0", "error": {}},
+        {"jsonrpc": "2.0", "id": 1, "error": "no"},
+        {"jsonrpc": "2.0", "id": 1, "error": [-1, "m"]},
+        {"jsonrpc": "2.0", "id": 1, "error": {}},
+        {"jsonrpc": "2.0", "id": 1, "error": {"code": -1}},
+        {"jsonrpc": "2.0", "id": 1, "error": {"code": "-1", "message": "m"}},
+        {"jsonrpc": "2.0", "id": 1, "error": {"code": True, "message": "m"}},
+        {"jsonrpc": "2.0", "id": 1, "error": {"code": -1.5, "message": "m"}},
+        {"jsonrpc": "2.0", "id": 1, "error": {"code": -1, "message": None}},
     ],
 )
 def test_classify_flags_everything_else_as_invalid(message: Any) -> None:
@@ -311,8 +319,36 @@ def test_a_request_to_the_client_holding_one_is_sent_with_null_not_as_an_error()
     }
 
 
-def test_other_faults_of_a_message_are_raised_as_before() -> None:
-    circular: dict[str, Any] = {}
-    circular["self"] = circular
+# ---------------------------------------------------------------- values JSON has no form for
+
+
+def test_a_response_holding_a_set_is_an_internal_error_for_its_id(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    text = jsonrpc.encode(jsonrpc.result_response(4, {"tags": {"a"}}), jsonrpc.encoder())
+    assert json.loads(text) == {
+        "jsonrpc": "2.0",
+        "id": 4,
+        "error": {"code": -32603, "message": "Internal error"},
+    }
+    assert "held a value JSON cannot carry" in caplog.text
+
+
+def test_a_response_that_holds_itself_is_an_internal_error_for_its_id() -> None:
+    loop: list[Any] = []
+    loop.append(loop)
+    text = jsonrpc.encode(jsonrpc.result_response(5, {"loop": loop}), jsonrpc.encoder())
+    assert json.loads(text)["error"]["code"] == -32603
+
+
+def test_a_notification_goes_out_with_such_values_as_their_text() -> None:
+    message = jsonrpc.notification("n", {"tags": {"a"}, "ratio": float("nan"), "s": "\ud800"})
+    text = jsonrpc.encode(message, jsonrpc.encoder())
+    assert json.loads(text)["params"] == {"tags": "{'a'}", "ratio": None, "s": "\ufffd"}
+
+
+def test_a_notification_that_holds_itself_cannot_be_sent() -> None:
+    loop: list[Any] = []
+    loop.append(loop)
     with pytest.raises(ValueError, match="Circular"):
-        jsonrpc.encode(jsonrpc.result_response(1, circular), COMPACT)
+        jsonrpc.encode(jsonrpc.notification("n", {"loop": loop}), jsonrpc.encoder())

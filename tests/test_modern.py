@@ -481,6 +481,15 @@ def test_unknown_log_level_is_invalid_params_with_400(level: Any) -> None:
     assert info.value.http_status == 400
 
 
+def test_a_server_that_does_no_logging_checks_the_level_but_keeps_none() -> None:
+    msg = message("tools/list")
+    msg["params"]["_meta"][versions.META_LOG_LEVEL] = "debug"
+    assert modern.parse(msg, headers("tools/list"), knows, TOOLS.get, logs=False).log_level is None
+    msg["params"]["_meta"][versions.META_LOG_LEVEL] = "verbose"
+    with pytest.raises(InvalidParams, match="Unknown log level"):
+        modern.parse(msg, headers("tools/list"), knows, TOOLS.get, logs=False)
+
+
 def test_every_parse_error_is_a_protocol_error() -> None:
     for exc in (HeaderMismatch, InvalidParams, MethodNotFound, UnsupportedProtocolVersion):
         assert issubclass(exc, ProtocolError)

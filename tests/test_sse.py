@@ -24,3 +24,14 @@ def test_other_characters_are_sent_as_they_are() -> None:
 
 def test_a_priming_event_has_an_id_a_retry_and_empty_data() -> None:
     assert sse.priming("s-0", 500) == b"id: s-0\nretry: 500\ndata: \n\n"
+
+
+def test_dates_decimals_and_uuids_are_encoded_as_plain_answers_are() -> None:
+    import datetime
+    import uuid
+    from decimal import Decimal
+
+    key = uuid.UUID(int=1)
+    message = {"price": Decimal("9.99"), "on": datetime.date(2026, 11, 30), "key": key}
+    data = sse.event(message).decode().split("data: ", 1)[1]
+    assert json.loads(data) == {"price": "9.99", "on": "2026-11-30", "key": str(key)}

@@ -237,3 +237,49 @@ def test_progress_streams_events(client: Client) -> None:
     ]
     assert progress == [0, 50, 100]
     assert messages[-1]["id"] == 1 and messages[-1]["result"]["resultType"] == "complete"
+
+
+@pytest.mark.parametrize("logs", [True, False])
+def test_a_server_that_does_no_logging_sends_no_log_messages(
+    client: Client, monkeypatch: pytest.MonkeyPatch, logs: bool
+) -> None:
+    import mcp_app
+
+    monkeypatch.setattr(mcp_app.site.options, "logging", logs)
+    meta = {"io.modelcontextprotocol/logLevel": "debug"}
+    response = call(client, "tools/call", {"name": "test_tool_with_logging"}, meta=meta)
+    if logs:
+        messages = sse_messages(response)
+        assert [m.get("method") for m in messages[:3]] == ["notifications/message"] * 3
+    else:
+        assert response["Content-Type"] == "application/json"
+        assert response.json()["result"]["content"][0]["text"].startswith("Logging test completed")
+
+
+@pytest.mark.parametrize("origin", ["http://[::1", "http://example.com:99999", "http://[bad]"])
+def test_an_origin_that_is_not_a_url_is_forbidden(client: Client, origin: str) -> None:
+    body, headers = modern_request("tools/list")
+    response = post(client, body, {**headers, "Origin": origin})
+    assert response.status_code == 403
+
+
+def test_a_cursor_nested_past_the_parser_is_an_invalid_cursor(client: Client) -> None:
+    import base64
+
+    cursor = base64.urlsafe_b64encode(b"[" * 5000 + b"]" * 5000).decode()
+    response = call(client, "tools/list", {"cursor": cursor})
+    assert response.status_code == 200
+    assert response.json()["error"]["code"] == -32602
+
+
+@pytest.mark.parametrize("token", [{"a": 1}, 1.5, True, [1], None])
+def test_a_progress_token_is_a_string_or_an_integer(client: Client, token: Any) -> None:
+    meta = {"progressToken": token}
+    response = call(client, "tools/call", {"name": "test_simple_text"}, meta=meta)
+    if token is None:
+        assert response.status_code == 200
+        assert response["Content-Type"] == "application/json"
+    else:
+        assert response.status_code == 400
+        assert response.json()["error"]["code"] == -32602
+        assert "progressToken" in response.json()["error"]["message"]

@@ -97,7 +97,12 @@ def serves_async() -> bool:
 class StreamReader:
     """Makes one request from a background thread and hands over its events as they arrive."""
 
-    def __init__(self, method: str, headers: dict[str, str], body: Any = None) -> None:
+    def __init__(
+        self, method: str, headers: dict[str, str], body: Any = None, drop_after: int = 0
+    ) -> None:
+        # With drop_after, the client goes away once it has read that many events.
+        self._drop_after = drop_after
+        self._events = 0
         self._method = method
         self._headers = headers
         self._body = body
@@ -155,6 +160,10 @@ class StreamReader:
         while "\n\n" in self._buffer:
             block, self._buffer = self._buffer.split("\n\n", 1)
             self._items.put(parse_event(block))
+            self._events += 1
+
+    def _leaving(self) -> bool:
+        return self._stop.is_set() or 0 < self._drop_after <= self._events
 
     def _read_sync(self) -> None:
         response = self._send(Client())
@@ -164,7 +173,7 @@ class StreamReader:
         try:
             for chunk in response.streaming_content:
                 self._feed(chunk)
-                if self._stop.is_set():
+                if self._leaving():
                     break
         finally:
             response.close()
@@ -179,7 +188,7 @@ class StreamReader:
         try:
             async for chunk in content:
                 self._feed(chunk)
-                if self._stop.is_set():
+                if self._leaving():
                     break
         finally:
             await content.aclose()
@@ -298,7 +307,9 @@ class LegacySession:
         self.readers.append(reader)
         return reader
 
-    def call_streaming(self, tool: str, arguments: JSON | None = None, request_id: Any = 1) -> Any:
+    def call_streaming(
+        self, tool: str, arguments: JSON | None = None, request_id: Any = 1, drop_after: int = 0
+    ) -> Any:
         """Call a tool from a background thread; its events come through the reader."""
         body = {
             "jsonrpc": "2.0",
@@ -306,7 +317,7 @@ class LegacySession:
             "method": "tools/call",
             "params": {"name": tool, "arguments": arguments or {}},
         }
-        return self.open(StreamReader("POST", self.headers(), body))
+        return self.open(StreamReader("POST", self.headers(), body, drop_after))
 
     def listen(self, **headers: str) -> StreamReader:
         """Open the GET stream and wait until it is subscribed to the server's channels."""
@@ -709,6 +720,20 @@ def test_no_log_messages_below_the_level_the_client_set(session: LegacySession) 
     assert tool_text(response.json()) == "Logging test completed: sent 3 info messages."
 
 
+def test_a_server_that_does_no_logging_refuses_set_level_and_sends_no_log_messages(
+    connect: Callable[..., LegacySession], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(mcp_app.site.options, "logging", False)
+    session = connect(LATEST)
+    assert "logging" not in session.result["capabilities"]
+    refused = session.request("logging/setLevel", {"level": "info"})
+    assert refused.json()["error"]["code"] == -32601
+    response = session.request("tools/call", {"name": "test_tool_with_logging"}, request_id=9)
+    # Nothing went out before the result, so it is plain JSON.
+    assert response["Content-Type"] == "application/json"
+    assert tool_text(response.json()) == "Logging test completed: sent 3 info messages."
+
+
 def test_info_level_lets_info_messages_through(session: LegacySession) -> None:
     session.result_of("logging/setLevel", {"level": "info"})
     messages = sse_messages(session.request("tools/call", {"name": "test_logging_tool"}))
@@ -906,6 +931,52 @@ def test_greet_elicits_on_the_post_stream_and_uses_the_answer(
     assert final["id"] == 11
     assert tool_text(final) == "Hello, Ada!"
     assert reader.until_end() == []
+
+
+@pytest.mark.parametrize("error", ["user said no", [1], 5, {"message": "no code"}])
+def test_an_answer_whose_error_is_not_an_error_object_is_refused_and_the_call_waits_on(
+    connect: Callable[..., LegacySession], error: Any
+) -> None:
+    session = connect(LATEST, {"elicitation": {}})
+    reader = session.call_streaming("greet", request_id=12)
+    request = reader.next_message()
+    refused = session.post({"jsonrpc": "2.0", "id": request["id"], "error": error})
+    assert refused.status_code == 400
+    assert refused.json()["error"]["code"] == -32600
+    assert session.answer(request["id"], accept_name()).status_code == 202
+    assert tool_text(reader.next_message()) == "Hello, Ada!"
+
+
+def test_an_error_answer_is_a_refusal_the_tool_reports(
+    connect: Callable[..., LegacySession],
+) -> None:
+    session = connect(LATEST, {"elicitation": {}})
+    reader = session.call_streaming("greet", request_id=13)
+    request = reader.next_message()
+    error = {"code": -1, "message": "user said no"}
+    assert session.post({"jsonrpc": "2.0", "id": request["id"], "error": error}).status_code == 202
+    final = reader.next_message()
+    assert final["result"]["isError"] is True
+    assert tool_text(final) == "The client refused the request: user said no"
+
+
+def test_a_client_that_drops_the_call_stream_resumes_it_and_the_call_goes_on(
+    connect: Callable[..., LegacySession],
+) -> None:
+    session = connect(LATEST, {"elicitation": {}})
+    # The client reads the priming event and the elicitation, then goes away.
+    dropped = session.call_streaming("greet", request_id=14, drop_after=2)
+    dropped.next()
+    asked = dropped.next()
+    assert dropped.until_end() == []
+    request = asked.message
+    assert request is not None and asked.id is not None
+    resumed = session.resume(asked.id)
+    assert resumed.answered() == 200
+    assert session.answer(request["id"], accept_name()).status_code == 202
+    final = resumed.next_message()
+    assert final["id"] == 14
+    assert tool_text(final) == "Hello, Ada!"
 
 
 def test_elicitation_requests_have_no_mode_before_2025_11_25(

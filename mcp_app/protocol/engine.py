@@ -90,7 +90,7 @@ def _decode_cursor(cursor: Any, fingerprint: str) -> int:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         stamp, offset = json.loads(raw)
-    except (binascii.Error, ValueError, TypeError) as exc:
+    except (binascii.Error, ValueError, TypeError, RecursionError) as exc:
         raise InvalidParams("Invalid cursor") from exc
     if not isinstance(offset, int) or offset < 0 or not isinstance(stamp, str):
         raise InvalidParams("Invalid cursor")
@@ -165,7 +165,7 @@ class Engine:
         """Whether the caller may see and use ``definition``; a framework layer decides."""
         return True
 
-    def _visible(self, definition: Any, ctx: RequestContext) -> Any:
+    def visible(self, definition: Any, ctx: RequestContext) -> Any:
         """The definition if the caller may use it; else ``None``, as if it did not exist."""
         if definition is None or definition.permission is None:
             return definition
@@ -176,7 +176,7 @@ class Engine:
     ) -> JSON:
         items = catalog.items(kind)
         if catalog.restricted:
-            items = tuple(item for item in items if self._visible(item, ctx) is not None)
+            items = tuple(item for item in items if self.visible(item, ctx) is not None)
         fingerprint = catalog.fingerprints[kind]
         start = 0
         if params.get("cursor") is not None:
@@ -221,7 +221,7 @@ class Engine:
         name = params.get("name")
         if not isinstance(name, str):
             raise InvalidParams("tools/call needs a tool 'name' (a string)")
-        tool = self._visible(catalog.tool_map.get(name), ctx)
+        tool = self.visible(catalog.tool_map.get(name), ctx)
         if tool is None:
             raise InvalidParams(f"Unknown tool: {name}", {"name": name})
         arguments = params.get("arguments")
@@ -275,14 +275,14 @@ class Engine:
         uri = params.get("uri")
         if not isinstance(uri, str) or not uri:
             raise InvalidParams("resources/read needs a 'uri' (a string)")
-        resource = self._visible(catalog.resource_map.get(uri), ctx)
+        resource = self.visible(catalog.resource_map.get(uri), ctx)
         if resource is not None:
             ctx.definition = resource
             value = self._run(resource.handler, resource.is_async, ctx)
             mime_type = resource.mime_type
         else:
             found = catalog.find_template(uri)
-            if found is None or self._visible(found[0], ctx) is None:
+            if found is None or self.visible(found[0], ctx) is None:
                 raise ResourceNotFound(uri)
             template, variables = found
             ctx.definition = template
@@ -301,7 +301,7 @@ class Engine:
         name = params.get("name")
         if not isinstance(name, str):
             raise InvalidParams("prompts/get needs a prompt 'name' (a string)")
-        prompt = self._visible(catalog.prompt_map.get(name), ctx)
+        prompt = self.visible(catalog.prompt_map.get(name), ctx)
         if prompt is None:
             raise InvalidParams(f"Unknown prompt: {name}", {"name": name})
         arguments = params.get("arguments")
@@ -339,12 +339,12 @@ class Engine:
             raise InvalidParams("completion 'context.arguments' must be an object of strings")
         target: PromptDef | TemplateDef | None
         if ref.get("type") == "ref/prompt":
-            target = self._visible(catalog.prompt_map.get(str(ref.get("name"))), ctx)
+            target = self.visible(catalog.prompt_map.get(str(ref.get("name"))), ctx)
             if target is None:
                 raise InvalidParams(f"Unknown prompt: {ref.get('name')}")
         elif ref.get("type") == "ref/resource":
             uri = str(ref.get("uri"))
-            target = self._visible(
+            target = self.visible(
                 next((t for t in catalog.templates if t.uri_template == uri), None), ctx
             )
             if target is None:

@@ -181,8 +181,20 @@ def classify(message: Any) -> str:
             return "notification"
         return "request" if valid_id(message["id"]) else "invalid"
     if "id" in message and (("result" in message) != ("error" in message)):
-        return "response"
+        return "response" if "result" in message or _error_object(message["error"]) else "invalid"
     return "invalid"
+
+
+def _error_object(error: Any) -> bool:
+    """JSON-RPC's error object: an integer ``code`` and a string ``message``."""
+    if not isinstance(error, dict):
+        return False
+    code = error.get("code")
+    return (
+        isinstance(code, int)
+        and not isinstance(code, bool)
+        and isinstance(error.get("message"), str)
+    )
 
 
 # -- parsing ---------------------------------------------------------------------------------
@@ -288,13 +300,54 @@ def encode(message: Any, by: json.JSONEncoder) -> str:
     try:
         text = by.encode(message)
     except ValueError:
-        # Also raised for other faults (a circular value): those are not ours to mend.
+        # Also raised for a value that holds itself.
         if not any_string_matches(message, None, non_finite=True):
-            raise
+            return _unencodable(message, by)
         return _mended(message, by)
+    except TypeError:
+        return _unencodable(message, by)
     if text.isascii() or not _SURROGATE.search(text):
         return text
     return _mended(message, by)
+
+
+def _unencodable(message: Any, by: json.JSONEncoder) -> str:
+    """A message holding a value JSON has no form for (a set, an object, a loop).
+
+    A response becomes an internal error for its id; another message goes out with such
+    values as their text (and NaN and lone surrogates mended as ``_mended`` does), or, if it
+    holds itself, raises ``ValueError``. Either way it is logged.
+    """
+    if isinstance(message, list):
+        return "[" + by.item_separator.join(encode(item, by) for item in message) + "]"
+    if isinstance(message, dict) and "id" in message and "method" not in message:
+        logger.exception(
+            "The answer to request %r held a value JSON cannot carry; an internal error was "
+            "sent instead",
+            message["id"],
+        )
+        return by.encode(error_response(message["id"], InternalError("Internal error")))
+    logger.exception(
+        "A %s message held a value JSON cannot carry; sent with its text in its place",
+        message.get("method") if isinstance(message, dict) else type(message).__name__,
+    )
+
+    def as_text(value: Any) -> Any:
+        try:
+            return by.default(value)
+        except TypeError:
+            return str(value)
+
+    lenient = json.JSONEncoder(
+        ensure_ascii=by.ensure_ascii,
+        separators=(by.item_separator, by.key_separator),
+        allow_nan=False,
+        default=as_text,
+    )
+    try:
+        return lenient.encode(_sendable(message))
+    except RecursionError:
+        raise ValueError("Circular reference detected") from None
 
 
 def _mended(message: Any, by: json.JSONEncoder) -> str:

@@ -13,7 +13,13 @@ from typing import Any
 
 from ..registry import ToolDef
 from . import versions
-from .jsonrpc import HeaderMismatch, InvalidParams, MethodNotFound, UnsupportedProtocolVersion
+from .jsonrpc import (
+    HeaderMismatch,
+    InvalidParams,
+    MethodNotFound,
+    UnsupportedProtocolVersion,
+    valid_id,
+)
 
 JSON = dict[str, Any]
 
@@ -115,11 +121,14 @@ def parse(
     headers: Mapping[str, str] | None,
     knows: Callable[[str], bool],
     find_tool: Callable[[str], ToolDef | None],
+    *,
+    logs: bool = True,
 ) -> ModernRequest:
     """Check a stateless request's headers against its body and read its ``_meta``.
 
     The order of the checks is the one clients rely on to tell errors apart. ``headers`` is
-    ``None`` on transports without them (stdio): only the body is checked.
+    ``None`` on transports without them (stdio): only the body is checked. A server that
+    does no logging (``logs``) checks the log level but keeps none.
 
     Raises:
         HeaderMismatch, InvalidParams, UnsupportedProtocolVersion, MethodNotFound.
@@ -170,6 +179,9 @@ def parse(
     log_level = meta.get(versions.META_LOG_LEVEL)
     if log_level is not None and log_level not in versions.LOG_LEVELS:
         raise InvalidParams(f"Unknown log level {log_level!r}", http_status=400)
+    progress_token = meta.get("progressToken")
+    if progress_token is not None and not valid_id(progress_token):
+        raise InvalidParams("_meta.progressToken must be a string or an integer", http_status=400)
     client_info = meta.get(versions.META_CLIENT_INFO)
     return ModernRequest(
         id=message["id"],
@@ -179,8 +191,8 @@ def parse(
         version=meta_version,
         capabilities=capabilities,
         client_info=client_info if isinstance(client_info, dict) else {},
-        log_level=log_level,
-        progress_token=meta.get("progressToken"),
+        log_level=log_level if logs else None,
+        progress_token=progress_token,
     )
 
 

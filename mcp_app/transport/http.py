@@ -7,6 +7,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -29,7 +30,7 @@ from ..protocol.jsonrpc import (
     ParseError,
     ProtocolError,
 )
-from ..registry import Catalog
+from ..registry import Catalog, ToolDef
 from . import sse
 from .legacy import LegacyEndpoint, Resume, SessionStream, is_legacy
 from .listen import Listen
@@ -233,13 +234,16 @@ class Endpoint:
         allowed = conf.ALLOWED_ORIGINS
         if "*" in allowed or origin in allowed:
             return True
-        parts = urlsplit(origin)
+        try:
+            parts = urlsplit(origin)
+            origin_host = parts.hostname or ""
+        except ValueError:  # not a URL (an unclosed IPv6 bracket, a bad port)
+            return False
         if not parts.scheme or not parts.netloc:
             return False
         if parts.netloc == incoming.host:
             return True
         # A server bound to localhost serves browser tools on other local ports.
-        origin_host = parts.hostname or ""
         return (origin_host in LOCAL_HOSTS or f"[{origin_host}]" in LOCAL_HOSTS) and _host_name(
             incoming.host
         ) in LOCAL_HOSTS
@@ -258,7 +262,13 @@ class Endpoint:
             return error_reply(None, InvalidRequest("The stateless wire takes no responses"))
         catalog = self.server.catalog()
         try:
-            req = modern.parse(message, incoming.headers, self.engine.knows, catalog.tool_map.get)
+            req = modern.parse(
+                message,
+                incoming.headers,
+                self.engine.knows,
+                self.tool_finder(catalog, incoming.user),
+                logs=self.server.options.logging,
+            )
         except ProtocolError as exc:
             return error_reply(request_id, exc)
         ctx = self.context(req, incoming.user, incoming.request)
@@ -277,6 +287,19 @@ class Endpoint:
             return Reply(200, call=Call(run, ctx, req.id))
         status, body = run(ctx)
         return Reply(status, body)
+
+    def tool_finder(self, catalog: Catalog, user: Any) -> Callable[[str], ToolDef | None]:
+        """Finds a tool by name as ``user`` sees the catalog: a hidden one is not there."""
+        if not catalog.restricted:
+            return catalog.tool_map.get
+        # What the permission check reads of a request's context: its user.
+        caller: Any = SimpleNamespace(user=user)
+
+        def find(name: str) -> ToolDef | None:
+            tool: ToolDef | None = self.engine.visible(catalog.tool_map.get(name), caller)
+            return tool
+
+        return find
 
     def context(
         self, req: modern.ModernRequest, user: Any, request: Any = None, emit: Any = None

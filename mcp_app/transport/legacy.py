@@ -317,6 +317,11 @@ class LegacyEndpoint:
             return Reply(200, jsonrpc.result_response(request_id, simple))
         if not self.engine.knows(method):
             return Reply(200, _error(request_id, MethodNotFound(f"Method not found: {method}")))
+        meta = params.get("_meta")
+        token = meta.get("progressToken") if isinstance(meta, dict) else None
+        if token is not None and not jsonrpc.valid_id(token):
+            error = InvalidParams("_meta.progressToken must be a string or an integer")
+            return Reply(200, _error(request_id, error))
         ctx = self.context(session, method, params, incoming.user, incoming.request)
         catalog = self.server.catalog()
 
@@ -350,8 +355,8 @@ class LegacyEndpoint:
             server=self.server,
             session=session,
             emit=emit,
-            # Without logging/setLevel the client hears every level.
-            log_level=session.log_level or "debug",
+            # Without logging/setLevel the client hears every level, if the server logs.
+            log_level=(session.log_level or "debug") if self.server.options.logging else None,
             progress_token=meta.get("progressToken"),
         )
 
@@ -364,6 +369,10 @@ class LegacyEndpoint:
         if method == "initialize":
             raise InvalidRequest("The session is already initialized")
         if method == "logging/setLevel":
+            if not self.server.options.logging:
+                raise MethodNotFound(
+                    "Method not found: logging/setLevel (this server does no logging)"
+                )
             level = params.get("level")
             if level not in versions.LOG_LEVELS:
                 raise InvalidParams(f"Unknown log level {level!r}")

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from django.core.serializers.json import DjangoJSONEncoder
+
 from ..protocol import jsonrpc
 
 HEADERS = {
@@ -20,7 +22,8 @@ HEADERS = {
 _LINE_BREAKS = str.maketrans({"\u0085": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
 
 
-_ENCODER = jsonrpc.encoder(ensure_ascii=False, separators=(",", ":"))
+#: As plain JSON answers are encoded (dates, decimals, UUIDs), on one line.
+_ENCODER = jsonrpc.encoder(cls=DjangoJSONEncoder, ensure_ascii=False, separators=(",", ":"))
 
 
 def dumps(message: Any) -> str:

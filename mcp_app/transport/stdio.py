@@ -137,7 +137,13 @@ class StdioServer:
     def modern_request(self, message: JSON) -> None:
         catalog = self.server.catalog()
         try:
-            req = modern.parse(message, None, self.endpoint.engine.knows, catalog.tool_map.get)
+            req = modern.parse(
+                message,
+                None,
+                self.endpoint.engine.knows,
+                catalog.tool_map.get,
+                logs=self.endpoint.server.options.logging,
+            )
         except ProtocolError as exc:
             self.write(jsonrpc.error_response(message["id"], exc))
             return

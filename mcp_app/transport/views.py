@@ -454,8 +454,10 @@ class _CallRelay:
         return [event.encode()]
 
     def finish(self) -> None:
-        # A client that went away cancels the call; one the server let go of does not.
-        if not self.released:
+        # A client that went away cancels the call, unless it can resume the stream (an
+        # initialize-era call, whose events are kept): there a client cancels by saying so.
+        # A call the server let go of goes on.
+        if not self.released and self.call.log is None:
             self.call.cancel()
 
 
