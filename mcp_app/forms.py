@@ -58,6 +58,13 @@ TEMPLATE_FIELDS = {
     "resourcetemplate": ("text",),
     "promptmessage": ("text", "resource_uri"),
 }
+#: Content served as typed: leading and trailing whitespace (indentation, a final newline)
+#: is part of it.
+VERBATIM_FIELDS = {
+    "resource": ("text",),
+    "resourcetemplate": ("text",),
+    "promptmessage": ("text",),
+}
 
 
 class RowForm(forms.ModelForm):  # type: ignore[type-arg]
@@ -65,7 +72,12 @@ class RowForm(forms.ModelForm):  # type: ignore[type-arg]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        for name in TEMPLATE_FIELDS.get(self._meta.model._meta.model_name or "", ()):
+        model = self._meta.model._meta.model_name or ""
+        for name in VERBATIM_FIELDS.get(model, ()):
+            field = self.fields.get(name)
+            if isinstance(field, forms.CharField):
+                field.strip = False
+        for name in TEMPLATE_FIELDS.get(model, ()):
             field = self.fields.get(name)
             if field is not None:
                 attrs = {"style": _MONOSPACE, "spellcheck": "false"}

@@ -57,6 +57,25 @@ def _common(
     return wire
 
 
+def _check_face(kind: str, name: str, definition: Any) -> None:
+    """What every definition lists the same way: text, icons, annotations and ``_meta``."""
+    for attribute in ("title", "description"):
+        value = getattr(definition, attribute)
+        if value is not None and not isinstance(value, str):
+            raise DefinitionError(f"{kind} {name!r}: {attribute} must be text")
+    icons = definition.icons
+    if icons is not None and (
+        isinstance(icons, str | bytes | Mapping)
+        or not isinstance(icons, Sequence)
+        or not all(isinstance(icon, Mapping) for icon in icons)
+    ):
+        raise DefinitionError(f"{kind} {name!r}: icons must be a list of objects")
+    for attribute in ("annotations", "meta"):
+        value = getattr(definition, attribute, None)
+        if value is not None and not isinstance(value, Mapping):
+            raise DefinitionError(f"{kind} {name!r}: {attribute} must be an object")
+
+
 def _check_completers(
     kind: str, name: str, complete: Mapping[str, Completer], known: Iterable[str]
 ) -> None:
@@ -99,6 +118,7 @@ class ToolDef:
             raise DefinitionError(f"tool {self.name!r}: input_schema must be an object schema")
         if self.output_schema is not None and not isinstance(self.output_schema, dict):
             raise DefinitionError(f"tool {self.name!r}: output_schema must be a JSON Schema object")
+        _check_face("tool", self.name, self)
 
     @cached_property
     def is_async(self) -> bool:
@@ -151,6 +171,7 @@ class ResourceDef:
             raise DefinitionError(f"resource {self.name!r}: {self.uri!r} is not an absolute URI")
         if not callable(self.handler):
             raise DefinitionError(f"resource {self.uri!r}: handler is not callable")
+        _check_face("resource", self.uri, self)
 
     @cached_property
     def is_async(self) -> bool:
@@ -202,6 +223,7 @@ class TemplateDef:
             raise DefinitionError(f"resource template {self.name!r}: {exc}") from exc
         object.__setattr__(self, "matcher", matcher)
         _check_completers("resource template", self.name, self.complete, matcher.variables)
+        _check_face("resource template", self.name, self)
 
     matcher: URITemplate = field(init=False, repr=False)
 
@@ -280,6 +302,7 @@ class PromptDef:
         if len(set(seen)) != len(seen):
             raise DefinitionError(f"prompt {self.name!r}: argument names repeat: {seen}")
         _check_completers("prompt", self.name, self.complete, seen)
+        _check_face("prompt", self.name, self)
 
     @cached_property
     def is_async(self) -> bool:

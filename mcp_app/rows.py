@@ -167,6 +167,9 @@ def template_error(source: str) -> str | None:
         compile_template(source)
     except TemplateSyntaxError as exc:
         return f"Template syntax error: {exc}"
+    except Exception as exc:
+        # Some tags' parsers fail on bad input with other errors ({% filter %}: ValueError).
+        return f"Template syntax error: {type(exc).__name__}: {exc}".rstrip(": ")
     return None
 
 

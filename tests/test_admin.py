@@ -335,6 +335,10 @@ def test_bad_resource_input_is_a_field_error(
     [
         ({"uri_template": "notes://{topic"}, "uri_template", "invalid URI template"),
         ({"text": "{% block %}"}, "text", "Template syntax error"),
+        # Tags whose parsers fail with other errors than TemplateSyntaxError.
+        ({"text": "{% filter %}"}, "text", "Template syntax error"),
+        ({"text": '{% if _("x" %}'}, "text", "Template syntax error"),
+        ({"text": "{% load static %}{% static as x %}"}, "text", "Template syntax error"),
         ({"text": "", "handler": "missing"}, "handler", "Select a valid choice"),
     ],
 )
@@ -390,3 +394,18 @@ def test_enable_and_disable_actions_save_each_row(admin_client: Client) -> None:
         "/admin/mcp_app/tool/", {"action": "enable", "_selected_action": selected[:1]}
     )
     assert list(Tool.objects.filter(enabled=True).values_list("name", flat=True)) == ["t0"]
+
+
+def test_content_is_saved_as_typed_with_its_whitespace(admin_client: Client) -> None:
+    text = "    indented\n\n"
+    assert admin_client.post(url("resource"), resource_data(text=text)).status_code == 302
+    resource = Resource.objects.get()
+    assert resource.text == text
+    assert resource.size == len(text.encode())
+    body = "  - item {{ topic }}\n"
+    response = admin_client.post(url("resourcetemplate"), template_data(text=body))
+    assert response.status_code == 302
+    assert ResourceTemplate.objects.get().text == body
+    message = {"order": "0", "role": "user", "text": body, "resource_uri": ""}
+    assert admin_client.post(url("prompt"), prompt_data(messages=[message])).status_code == 302
+    assert Prompt.objects.get().messages.get().text == body

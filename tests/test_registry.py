@@ -400,3 +400,50 @@ def test_can_complete_follows_completers() -> None:
         ],
     )
     assert with_template.can_complete is True
+
+
+# ---------------------------------------------------------------- what every definition lists
+
+
+def _make(kind: str, **face: Any) -> Any:
+    if kind == "tool":
+        return ToolDef(name="t", handler=handler, **face)
+    if kind == "resource":
+        return ResourceDef(uri="r://x", name="r", handler=handler, **face)
+    if kind == "template":
+        return TemplateDef(uri_template="r://{x}", name="t", handler=handler, **face)
+    face.pop("annotations", None)
+    return PromptDef(name="p", handler=handler, **face)
+
+
+@pytest.mark.parametrize("kind", ["tool", "resource", "template", "prompt"])
+@pytest.mark.parametrize(
+    ("face", "problem"),
+    [
+        ({"icons": ["a"]}, "icons must be a list of objects"),
+        ({"icons": "a.png"}, "icons must be a list of objects"),
+        ({"icons": {"src": "a.png"}}, "icons must be a list of objects"),
+        ({"meta": ["k"]}, "meta must be an object"),
+        ({"title": 3}, "title must be text"),
+        ({"description": ["d"]}, "description must be text"),
+    ],
+)
+def test_a_definition_whose_face_cannot_be_listed_is_refused(
+    kind: str, face: dict[str, Any], problem: str
+) -> None:
+    with pytest.raises(DefinitionError, match=problem):
+        _make(kind, **face)
+
+
+@pytest.mark.parametrize("kind", ["tool", "resource", "template"])
+def test_annotations_must_be_an_object(kind: str) -> None:
+    with pytest.raises(DefinitionError, match="annotations must be an object"):
+        _make(kind, annotations=[1])
+
+
+@pytest.mark.parametrize("kind", ["tool", "resource", "template", "prompt"])
+def test_a_listable_face_is_listed(kind: str) -> None:
+    icons = [{"src": "https://example.com/a.png"}]
+    definition = _make(kind, icons=icons, meta={"k": 1}, title="T", description="D")
+    assert definition.wire["icons"] == icons
+    assert definition.wire["_meta"] == {"k": 1}

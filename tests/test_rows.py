@@ -155,6 +155,7 @@ def test_rows_the_catalog_cannot_take_are_left_out_and_logged(
     Resource.objects.create(server="rows-merge", uri="code://one", name="dup", text="x")
     Resource.objects.create(server="rows-merge", uri="relative", name="rel", text="x")
     ResourceTemplate.objects.create(server="rows-merge", name="t", uri_template="n://{", text="x")
+    Resource.objects.create(server="rows-merge", uri="notes://icons", name="ic", icons=["a"])
     with caplog.at_level(logging.WARNING, logger="mcp_app"):
         catalog = server.catalog()
     assert [t.name for t in catalog.tools] == ["alpha", "beta", "gamma"]
@@ -165,6 +166,9 @@ def test_rows_the_catalog_cannot_take_are_left_out_and_logged(
     logged = caplog.text
     for fragment in ("shadowed", "'gone'", "bad name", "restyling 'beta'", "relative", "n://{"):
         assert fragment in logged
+    assert "icons must be a list of objects" in logged
+    # What is left lists, for everyone.
+    assert [r.wire["uri"] for r in catalog.resources] == ["code://one"]
 
 
 def test_generation_is_one_query_and_zero_before_any_edit() -> None:
