@@ -147,6 +147,9 @@ class JSONSchemaValidator(Validator):
             return []
         try:
             errors = sorted(compiled.iter_errors(instance), key=_relevance)
+        except RecursionError:
+            # A loop reached only through the instance's own values.
+            raise SchemaError(_LOOP) from None
         except Unresolvable as error:
             # The static check in _compile misses references reached only through other
             # references (e.g. into an unknown keyword), so they can still fail here.
@@ -257,7 +260,19 @@ def _compile(key: str) -> tuple[Any, Any]:
         raise SchemaError(_describe(error), _pointer(error.absolute_path)) from error
     _check_refs(schema)
     validator = cls(schema, registry=_REGISTRY, format_checker=cls.FORMAT_CHECKER)
+    # A reference that leads back to itself before reading any of the instance makes every
+    # validation recurse without end: found now, on the simplest instance, not on a call.
+    try:
+        for _error in validator.iter_errors({}):
+            pass
+    except RecursionError:
+        raise SchemaError(_LOOP) from None
+    except Exception:  # what else the trial meets, a real validation reports
+        pass
     return validator, _quick_check(schema)
+
+
+_LOOP = "the schema refers to itself without end ($ref loop)"
 
 
 # -- a quick check for the schemas most tools have ------------------------------------------

@@ -264,6 +264,15 @@ def test_add_a_template_row(admin_client: Client) -> None:
             "input_schema",
             "invalid schema at /required",
         ),
+        (
+            {
+                "input_schema": json.dumps(
+                    {"type": "object", "$ref": "#/$defs/a", "$defs": {"a": {"$ref": "#/$defs/a"}}}
+                )
+            },
+            "input_schema",
+            "refers to itself without end",
+        ),
         ({"output_schema": "[1]"}, "output_schema", "is an object"),
         ({"annotations": json.dumps({"readOnlyHint": 1})}, "annotations", "/readOnlyHint"),
         ({"icons": json.dumps([{"theme": "neon"}])}, "icons", "Invalid icons"),

@@ -1009,3 +1009,19 @@ def test_resource_not_found_code_depends_on_the_era() -> None:
     assert resource_not_found_code("2026-07-28") == INVALID_PARAMS
     assert resource_not_found_code("2025-11-25") == RESOURCE_NOT_FOUND
     assert resource_not_found_code("2025-03-26") == RESOURCE_NOT_FOUND
+
+
+def test_a_tool_schema_that_cannot_be_used_is_an_internal_error_naming_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"x": {"$ref": "#/$defs/a"}},
+        "$defs": {"a": {"$ref": "#/$defs/a"}},
+    }
+    catalog = Catalog(1, tools=[tool("looped", returning("ok"), input_schema=schema)])
+    engine = make_engine()
+    assert call(engine, catalog, "looped", {})["content"][0]["text"] == "ok"
+    with pytest.raises(InternalError, match="Tool looped has an input schema that cannot be used"):
+        call(engine, catalog, "looped", {"x": 1})
+    assert "refers to itself without end" in caplog.text

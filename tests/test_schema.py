@@ -781,3 +781,32 @@ def test_the_quick_check_leaves_values_of_other_types_to_the_validator() -> None
         assert quick is not None
         assert not quick({"v": value}), (limits, value)
         assert validate(schema, {"v": value}) != [], (limits, value)
+
+
+# ---------------------------------------------------------------- reference loops
+
+LOOP_DEFS = {"a": {"$ref": "#/$defs/a"}}
+
+
+def test_a_reference_loop_met_on_any_instance_is_refused_when_checked() -> None:
+    schema = {"type": "object", "$ref": "#/$defs/a", "$defs": LOOP_DEFS}
+    with pytest.raises(SchemaError, match=r"refers to itself without end"):
+        check_schema(schema)
+    assert not is_valid_schema(schema)
+
+
+def test_a_reference_loop_met_through_a_value_is_a_schema_error_when_validating() -> None:
+    schema = {"type": "object", "properties": {"x": {"$ref": "#/$defs/a"}}, "$defs": LOOP_DEFS}
+    check_schema(schema)  # not met on an empty object
+    assert validate(schema, {}) == []
+    with pytest.raises(SchemaError, match=r"refers to itself without end"):
+        validate(schema, {"x": 1})
+
+
+def test_a_recursive_schema_that_reads_the_instance_is_fine() -> None:
+    tree = {
+        "type": "object",
+        "properties": {"children": {"type": "array", "items": {"$ref": "#"}}},
+    }
+    check_schema(tree)
+    assert validate(tree, {"children": [{"children": []}]}) == []

@@ -13,7 +13,7 @@ from typing import Any
 from .. import results
 from ..input import InputRequired
 from ..registry import Catalog, PromptDef, TemplateDef, ToolDef, _is_async
-from ..schema import JSONSchemaValidator, Validator, format_problems
+from ..schema import JSONSchemaValidator, SchemaError, Validator, format_problems
 from . import versions
 from .context import RequestContext
 from .jsonrpc import InternalError, InvalidParams, MethodNotFound, ProtocolError, ResourceNotFound
@@ -230,7 +230,7 @@ class Engine:
         if not isinstance(arguments, dict):
             raise InvalidParams("tools/call 'arguments' must be an object")
         if self.validate_input():
-            problems = self.validator().problems(tool.input_schema, arguments)
+            problems = self._problems(tool, "input", tool.input_schema, arguments)
             if problems:
                 return {
                     "content": [{"type": "text", "text": format_problems(problems)}],
@@ -254,6 +254,17 @@ class Engine:
         self._check_output(tool, result)
         return result
 
+    def _problems(self, tool: ToolDef, which: str, schema: JSON, instance: Any) -> list[Any]:
+        """How ``instance`` fails the tool's ``which`` schema; a schema that cannot be used
+        (a reference met only now that does not resolve, or loops) is the server's error."""
+        try:
+            return self.validator().problems(schema, instance)
+        except SchemaError as exc:
+            logger.error("tool %r has an %s schema that cannot be used: %s", tool.name, which, exc)
+            raise InternalError(
+                f"Tool {tool.name} has an {which} schema that cannot be used: {exc}"
+            ) from exc
+
     def _check_output(self, tool: ToolDef, result: JSON) -> None:
         if tool.output_schema is None or result.get("isError") or not self.validate_output():
             return
@@ -261,7 +272,7 @@ class Engine:
             raise InternalError(
                 f"Tool {tool.name} has an output schema but returned no structured content"
             )
-        problems = self.validator().problems(tool.output_schema, result["structuredContent"])
+        problems = self._problems(tool, "output", tool.output_schema, result["structuredContent"])
         if problems:
             raise InternalError(
                 format_problems(
