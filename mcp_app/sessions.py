@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import secrets
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
+from django.db import router, transaction
 from django.utils import timezone
 
 from .conf import conf
@@ -16,6 +19,9 @@ from .protocol.modern import visible_ascii
 from .recent import Recent
 
 JSON = dict[str, Any]
+
+#: Longest a change of a cached session waits for another one to end.
+CACHE_LOCK_SECONDS = 2.0
 
 
 @dataclass
@@ -68,9 +74,28 @@ class SessionStore:
         """End the session; whether it existed."""
         raise NotImplementedError
 
+    def subscribe(self, session_id: str, uri: str, on: bool) -> list[str] | None:
+        """Add (``on``) or remove ``uri`` from the session's subscriptions; the new list, or
+        ``None`` if the session is gone.
+
+        The stores here make it one change that concurrent ones do not undo; this fallback,
+        for a store of a site's own, reads then writes.
+        """
+        data = self.get(session_id)
+        if data is None:
+            return None
+        subscriptions = _subscribed(data.subscriptions, uri, on)
+        self.update(session_id, subscriptions=subscriptions)
+        return subscriptions
+
     def clean(self) -> int:
         """Remove expired sessions; how many went."""
         return 0
+
+
+def _subscribed(subscriptions: list[str], uri: str, on: bool) -> list[str]:
+    kept = [u for u in subscriptions if u != uri]
+    return [*kept, uri] if on else kept
 
 
 #: Where a change to a session (an update, its end) is announced to the other processes.
@@ -165,6 +190,22 @@ class DatabaseSessionStore(SessionStore):
         Session.objects.filter(pk=session_id).update(**changes)
         _changed(session_id)
 
+    def subscribe(self, session_id: str, uri: str, on: bool) -> list[str] | None:
+        from .models import Session
+
+        rows = Session.objects.filter(pk=session_id)
+        with transaction.atomic(using=router.db_for_write(Session)):
+            # Written first, so the row is this transaction's (a row lock on PostgreSQL, the
+            # write lock on SQLite) before it is read: a concurrent change waits, then reads
+            # what this one wrote.
+            if not rows.update(last_seen=timezone.now()):
+                return None
+            current = rows.values_list("subscriptions", flat=True).first()
+            subscriptions = _subscribed(list(current or []), uri, on)
+            rows.update(subscriptions=subscriptions)
+        _changed(session_id)
+        return subscriptions
+
     def end(self, session_id: str) -> bool:
         from .models import Session, StreamEvent
 
@@ -204,13 +245,50 @@ class CacheSessionStore(SessionStore):
         return SessionData(**found)
 
     def update(self, session_id: str, **changes: Any) -> None:
-        found = self.cache.get(self.prefix + session_id)
-        if found is not None:
-            found.update(changes)
-            self.cache.set(self.prefix + session_id, found, conf.SESSION_IDLE_SECONDS)
+        with self._locked(session_id):
+            self._change(session_id, lambda found: found.update(changes))
+
+    def subscribe(self, session_id: str, uri: str, on: bool) -> list[str] | None:
+        changed: list[list[str]] = []
+
+        def change(found: dict[str, Any]) -> None:
+            found["subscriptions"] = _subscribed(list(found.get("subscriptions") or []), uri, on)
+            changed.append(found["subscriptions"])
+
+        with self._locked(session_id):
+            self._change(session_id, change)
+        return changed[0] if changed else None
+
+    def _change(self, session_id: str, change: Callable[[dict[str, Any]], None]) -> None:
+        key = self.prefix + session_id
+        found = self.cache.get(key)
+        if found is None:
+            return
+        change(found)
+        self.cache.set(key, found, conf.SESSION_IDLE_SECONDS)
+        # Ended between the read and the write: it stays ended.
+        if self.cache.get(key + ":ended") is not None:
+            self.cache.delete(key)
+
+    @contextlib.contextmanager
+    def _locked(self, session_id: str) -> Iterator[None]:
+        """One change of the session at a time, across processes (a cache key as the lock)."""
+        key = self.prefix + session_id + ":lock"
+        deadline = time.monotonic() + CACHE_LOCK_SECONDS
+        while not self.cache.add(key, 1, CACHE_LOCK_SECONDS):
+            if time.monotonic() > deadline:
+                break  # a holder that died: its lock expires with the wait
+            time.sleep(0.005)
+        try:
+            yield
+        finally:
+            self.cache.delete(key)
 
     def end(self, session_id: str) -> bool:
-        return bool(self.cache.delete(self.prefix + session_id))
+        key = self.prefix + session_id
+        # Marked first, so a change already under way cannot write the session back.
+        self.cache.set(key + ":ended", 1, conf.SESSION_IDLE_SECONDS)
+        return bool(self.cache.delete(key))
 
 
 def store() -> SessionStore:

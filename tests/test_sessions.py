@@ -147,6 +147,46 @@ def test_sessions_are_kept_apart(store: SessionStore) -> None:
     assert store.get(second.id) == second
 
 
+def test_subscribe_adds_and_removes_and_returns_the_list(store: SessionStore) -> None:
+    data = make()
+    store.create(data)
+    assert store.subscribe(data.id, "test://a", on=True) == ["test://a"]
+    assert store.subscribe(data.id, "test://b", on=True) == ["test://a", "test://b"]
+    assert store.subscribe(data.id, "test://a", on=True) == ["test://b", "test://a"]
+    assert store.subscribe(data.id, "test://b", on=False) == ["test://a"]
+    found = store.get(data.id)
+    assert found is not None and found.subscriptions == ["test://a"]
+    assert store.subscribe("never-created", "test://a", on=True) is None
+
+
+def test_subscribe_reads_the_stored_list_not_a_copy_this_process_remembers() -> None:
+    store = DatabaseSessionStore()
+    data = make(subscriptions=["test://a"])
+    store.create(data)
+    assert store.get(data.id) is not None  # remembered here
+    # Another process's change whose announcement has not arrived yet.
+    Session.objects.filter(pk=data.id).update(subscriptions=["test://a", "test://x"])
+    assert store.subscribe(data.id, "test://b", on=True) == ["test://a", "test://x", "test://b"]
+
+
+def test_base_store_subscribe_reads_then_writes() -> None:
+    class Plain(SessionStore):
+        def __init__(self) -> None:
+            self.data = make(subscriptions=["test://a"])
+
+        def get(self, session_id: str) -> SessionData | None:
+            return self.data if session_id == self.data.id else None
+
+        def update(self, session_id: str, **changes: Any) -> None:
+            for name, value in changes.items():
+                setattr(self.data, name, value)
+
+    plain = Plain()
+    assert plain.subscribe(plain.data.id, "test://b", on=True) == ["test://a", "test://b"]
+    assert plain.data.subscriptions == ["test://a", "test://b"]
+    assert plain.subscribe("other", "test://b", on=True) is None
+
+
 # -- the database store -------------------------------------------------------------------------
 
 
@@ -398,3 +438,56 @@ def test_well_formed_session_ids_are_visible_ascii_within_the_column(
     session_id: str, ok: bool
 ) -> None:
     assert sessions.well_formed(session_id) is ok
+
+
+def test_cache_concurrent_subscriptions_are_all_kept(
+    cache_settings: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+    import time
+
+    store = CacheSessionStore()
+    data = make()
+    store.create(data)
+    cache = caches["sessions"]
+    original_get = cache.get
+
+    def slow_get(key: str, *args: Any, **kwargs: Any) -> Any:
+        found = original_get(key, *args, **kwargs)
+        time.sleep(0.01)  # every reader overlaps the others' writes
+        return found
+
+    monkeypatch.setattr(cache, "get", slow_get)
+    uris = [f"test://{n}" for n in range(8)]
+    threads = [
+        threading.Thread(target=store.subscribe, args=(data.id, uri), kwargs={"on": True})
+        for uri in uris
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    found = store.get(data.id)
+    assert found is not None and sorted(found.subscriptions) == uris
+
+
+def test_cache_a_session_ended_during_a_change_stays_ended(
+    cache_settings: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = CacheSessionStore()
+    data = make()
+    store.create(data)
+    cache = caches["sessions"]
+    original_get = cache.get
+    ended: list[bool] = []
+
+    def get_then_end(key: str, *args: Any, **kwargs: Any) -> Any:
+        found = original_get(key, *args, **kwargs)
+        if key == store.prefix + data.id and not ended:
+            ended.append(store.end(data.id))  # a DELETE between the read and the write
+        return found
+
+    monkeypatch.setattr(cache, "get", get_then_end)
+    store.update(data.id, log_level="info")
+    assert ended == [True]
+    assert store.get(data.id) is None

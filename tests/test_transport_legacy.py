@@ -973,6 +973,8 @@ def test_a_client_that_drops_the_call_stream_resumes_it_and_the_call_goes_on(
     assert request is not None and asked.id is not None
     resumed = session.resume(asked.id)
     assert resumed.answered() == 200
+    # Nothing was kept after the elicitation: the stream says it is open, and is followed.
+    assert resumed.next().comment == "stream open"
     assert session.answer(request["id"], accept_name()).status_code == 202
     final = resumed.next_message()
     assert final["id"] == 14
@@ -1356,6 +1358,29 @@ def test_a_notification_goes_on_only_one_of_two_get_streams(session: LegacySessi
         except AssertionError:
             pass
     assert received == 1
+
+
+def test_when_the_newest_get_stream_closes_the_one_before_it_carries_the_messages(
+    session: LegacySession,
+) -> None:
+    first, second, third = session.listen(), session.listen(), session.listen()
+    third.close()
+    mcp_app.site.announce({"kinds": ["tools"]}, "lists")
+    changed = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+    assert second.next_message() == changed
+    second.close()
+    mcp_app.site.announce({"kinds": ["prompts"]}, "lists")
+    # Nothing went to the first stream while another one carried the messages.
+    assert first.next_message()["method"] == "notifications/prompts/list_changed"
+
+
+def test_an_older_get_stream_closing_leaves_the_newest_one_active(
+    session: LegacySession,
+) -> None:
+    first, second = session.listen(), session.listen()
+    first.close()
+    mcp_app.site.announce({"kinds": ["tools"]}, "lists")
+    assert second.next_message()["method"] == "notifications/tools/list_changed"
 
 
 # -- resumption -------------------------------------------------------------------------------

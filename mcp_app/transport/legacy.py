@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import time
 import uuid
@@ -71,8 +72,10 @@ class SessionStream:
         self.session = session
         self.subscriptions = set(session.subscriptions)
         self.token = uuid.uuid4().hex
-        #: Each message goes on one stream: the session's newest GET stream takes over.
+        #: Each message goes on one stream: the session's newest open GET stream.
         self.active = True
+        #: The session's GET streams opened since this one (itself first), oldest first.
+        self.open_tokens: list[str] = []
 
     @property
     def channels(self) -> list[str]:
@@ -93,12 +96,28 @@ class SessionStream:
         )
         return []
 
+    def closed(self) -> None:
+        """Tell the session's other GET streams this one is gone."""
+        if not self.finished:
+            backend().publish(
+                self.server.channel(f"outbox:{self.session.id}"), {"handback": self.token}
+            )
+
     def notifications(self, channel: str, message: JSON) -> list[Event]:
         if message.get("ended"):
             self.finished = True
             return []
         if "takeover" in message:
+            if message["takeover"] not in self.open_tokens:
+                self.open_tokens.append(message["takeover"])
             self.active = message["takeover"] == self.token
+            return []
+        if "handback" in message:
+            # A stream closed: the newest one still open carries the messages again. Every
+            # stream sees the same messages in the same order, so exactly one is active.
+            with contextlib.suppress(ValueError):
+                self.open_tokens.remove(message["handback"])
+            self.active = bool(self.open_tokens) and self.open_tokens[-1] == self.token
             return []
         if not self.active:
             return []
@@ -136,6 +155,9 @@ class Resume:
 
     def opening(self) -> list[Event]:
         return []
+
+    def closed(self) -> None:
+        pass
 
     def _take(self, seq: int, message: JSON) -> list[Event]:
         if self.finished:
@@ -382,10 +404,11 @@ class LegacyEndpoint:
             uri = params.get("uri")
             if not isinstance(uri, str) or not uri:
                 raise InvalidParams(f"{method} needs a 'uri' (a string)")
-            subscribed = [u for u in session.subscriptions if u != uri]
-            if method == "resources/subscribe":
-                subscribed.append(uri)
-            sessions.store().update(session.id, subscriptions=subscribed)
+            subscribed = sessions.store().subscribe(
+                session.id, uri, on=method == "resources/subscribe"
+            )
+            if subscribed is None:
+                raise InvalidRequest("The session has ended")
             backend().publish(
                 self.server.channel(f"outbox:{session.id}"), {"subscriptions": subscribed}
             )

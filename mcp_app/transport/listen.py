@@ -66,6 +66,9 @@ class Listen:
 
     finished = False
 
+    def closed(self) -> None:
+        pass
+
     def opening(self) -> list[Event]:
         """The first message of the stream: the filter the server honours."""
         ack = self._tagged(

@@ -63,6 +63,9 @@ class Stream(Protocol):
 
     def notifications(self, channel: str, message: dict[str, Any]) -> list[Event]: ...
 
+    def closed(self) -> None:
+        """The stream ended (in a thread that may wait on the backend)."""
+
 
 def body_limit() -> int:
     """The most body bytes a request may carry: ``MAX_BODY_BYTES`` or Django's limit if lower."""
@@ -409,6 +412,8 @@ async def _listen_chunks(stream: Stream) -> AsyncGenerator[bytes, None]:
                 chunks = [sse.comment()]
     finally:
         relay.unsubscribe()
+        # The backend may wait (the database one queries): not on the loop.
+        workers.run(functools.partial(_closed, stream))
 
 
 def _plain_reply(kind: str, payload: Any) -> Reply | None:
@@ -428,6 +433,16 @@ def _open_listen(stream: Stream) -> tuple[_ListenRelay, list[bytes]]:
     except BaseException:
         relay.unsubscribe()
         raise
+    finally:
+        close_old_connections()
+
+
+def _closed(stream: Stream) -> None:
+    """``stream.closed()`` in a pool thread, whose connection is let go of after."""
+    try:
+        stream.closed()
+    except Exception:
+        logger.exception("Error closing a stream")
     finally:
         close_old_connections()
 
@@ -555,5 +570,6 @@ def _stream_sync_listen(stream: Stream) -> HttpResponseBase:
                     chunks = [sse.comment()]
         finally:
             relay.unsubscribe()
+            _closed(stream)
 
     return StreamingHttpResponse(body(), headers=sse.HEADERS)
