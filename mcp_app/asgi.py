@@ -263,8 +263,12 @@ class _BareHooks(Hooks):
 
     def end(self, request: HttpRequest, reply: Reply | None) -> None:
         try:
-            if reply is not None and reply.call is None and reply.status >= 400:
-                _log(reply.status, request)
+            status = None if reply is None else reply.status
+            if reply is not None and reply.call is not None:
+                # A call has run by now; a streamed one answered 200 before its end.
+                status = None if reply.call.streaming else reply.call.status
+            if status is not None and status >= 400:
+                _log(status, request)
         finally:
             close_old_connections()
 

@@ -547,6 +547,29 @@ def test_refusals_are_logged_as_django_logs_4xx(
     ]
 
 
+@pytest.mark.parametrize("meta", [None, {"progressToken": "p"}])
+def test_a_call_answered_4xx_is_logged_whether_or_not_it_could_have_streamed(
+    app: Route, caplog: pytest.LogCaptureFixture, meta: JSON | None
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="django.request"):
+        done = mcp_call(app, "tools/call", {"name": "test_missing_capability"}, meta=meta)
+    assert done.status == 400
+    assert [r.getMessage() for r in caplog.records if r.name == "django.request"] == [
+        "Bad Request: /mcp"
+    ]
+
+
+def test_a_streamed_call_is_not_logged_as_a_failure(
+    app: Route, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="django.request"):
+        done = mcp_call(
+            app, "tools/call", {"name": "a-set"}, path_="/extra/mcp", meta={"progressToken": 1}
+        )
+    assert done.status == 200  # the error went out inside the stream
+    assert [r for r in caplog.records if r.name == "django.request"] == []
+
+
 # -- streams ---------------------------------------------------------------------------------------
 
 

@@ -214,6 +214,7 @@ def _run(call: Call, put: Callable[[tuple[str, Any]], None]) -> None:
         call.ctx.server.endpoint.report(exc, call.ctx)
         error = jsonrpc.error_response(call.request_id, jsonrpc.InternalError("Internal error"))
         status, final = 500, Event(error)
+    call.status = status
     put((_FINAL, (status, final)))
 
 
