@@ -451,14 +451,34 @@ def test_notifications_of_a_request_stream() -> None:
 
 
 @routed
+def test_the_first_prompt_of_a_server_reaches_a_listener() -> None:
+    c = MCPClient(nested)
+    assert "prompts" not in c.info()["capabilities"]
+
+    def add_the_first_prompt() -> None:
+        nested.add_prompt(lambda arguments, context: "hi", name="first-prompt")
+
+    try:
+        got = c.listen({"promptsListChanged": True}, during=add_the_first_prompt)
+    finally:
+        nested.remove_prompt("first-prompt")
+    assert got["acknowledged"]["notifications"] == {"promptsListChanged": True}
+    assert [n["method"] for n in got["notifications"]] == ["notifications/prompts/list_changed"]
+
+
+@routed
 def test_listen_collects_notifications_after_the_acknowledgement() -> None:
     c = MCPClient(own)
     got = c.listen(
         {"toolsListChanged": True, "resourcesListChanged": True},
         during=lambda: announce_tools(own),
     )
-    # The server has no resources, so it does not honour resourcesListChanged.
-    assert got["acknowledged"]["notifications"] == {"toolsListChanged": True}
+    # The server has no resources yet; one added later would be announced, so it honours
+    # resourcesListChanged too.
+    assert got["acknowledged"]["notifications"] == {
+        "toolsListChanged": True,
+        "resourcesListChanged": True,
+    }
     subscription = got["acknowledged"]["_meta"]["io.modelcontextprotocol/subscriptionId"]
     [notification] = got["notifications"]
     assert notification["method"] == "notifications/tools/list_changed"

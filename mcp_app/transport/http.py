@@ -327,8 +327,14 @@ class Endpoint:
         Raises:
             InvalidParams: the filter is malformed.
         """
-        capabilities = self.server.options.capabilities(catalog)
-        return Listen(self.server, req.id, req.params.get("notifications"), capabilities)
+        options = self.server.options
+        return Listen(
+            self.server,
+            req.id,
+            req.params.get("notifications"),
+            options.capabilities(catalog),
+            lists_may_change=options.list_changed,
+        )
 
     def discover(self, catalog: Catalog) -> JSON:
         options = self.server.options

@@ -31,13 +31,26 @@ KIND_TO_FILTER = {
 class Listen:
     """One open ``subscriptions/listen`` request: its filter, channels, and message mapping."""
 
-    def __init__(self, server: Server, request_id: Any, requested: Any, capabilities: JSON) -> None:
-        """Raises: InvalidParams, when the filter is not an object of the documented shape."""
+    def __init__(
+        self,
+        server: Server,
+        request_id: Any,
+        requested: Any,
+        capabilities: JSON,
+        lists_may_change: bool = False,
+    ) -> None:
+        """Listen as ``requested``, for what ``capabilities`` offer; with ``lists_may_change``,
+        a list empty now (so not in the capabilities) is listened to as well, since a
+        definition added later is announced.
+
+        Raises:
+            InvalidParams: the filter is not an object of the documented shape.
+        """
         if not isinstance(requested, dict):
             raise InvalidParams("subscriptions/listen needs a 'notifications' object")
         honoured: JSON = {}
         for key, capability, _ in LISTS:
-            if requested.get(key) is True and capability in capabilities:
+            if requested.get(key) is True and (capability in capabilities or lists_may_change):
                 honoured[key] = True
         uris = requested.get("resourceSubscriptions")
         if uris is not None:
