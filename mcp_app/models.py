@@ -573,6 +573,13 @@ class ResourceTemplate(Definition):
             errors, "annotations", self.annotations, RESOURCE_ANNOTATIONS_SCHEMA, "annotations"
         )
         self.code_clash(errors, "name", self.name, "templates", "resource template")
+        if rows.template_shape(self.uri_template) in rows.code_uri_templates(self.server):
+            _add(
+                errors,
+                "uri_template",
+                f"A resource template of this URI template's shape is registered in code on server "
+                f"{self.server!r}; it matches first, so this row would never be read.",
+            )
 
 
 class Prompt(Definition):

@@ -6,6 +6,7 @@ import dataclasses
 import functools
 import itertools
 import logging
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -786,12 +787,15 @@ def _rows(server: str) -> _Rows:
 D2 = TypeVar("D2", ToolDef, ResourceDef, TemplateDef, PromptDef)
 
 
-def _after_code(kind: str, code: list[D2], rows: list[D2], key: Callable[[D2], str]) -> list[D2]:
-    taken = {key(item) for item in code}
+def _after_code(kind: str, code: list[D2], rows: list[D2], *keys: Callable[[D2], str]) -> list[D2]:
+    """``code``, then the ``rows`` none of whose ``keys`` a code definition has."""
+    taken = [{key(item) for item in code} for key in keys]
     merged = list(code)
     for item in rows:
-        if key(item) in taken:
-            logger.warning("%s row %r is shadowed by a code definition", kind, key(item))
+        pairs = zip(keys, taken, strict=True)
+        clash = next((key(item) for key, had in pairs if key(item) in had), None)
+        if clash is not None:
+            logger.warning("%s row %r is shadowed by a code definition", kind, clash)
         else:
             merged.append(item)
     return merged
@@ -808,7 +812,8 @@ def merge(
 
     Code definitions come first, in registration order, then rows by ``(order, name)``. A
     row restyling a code tool replaces it in place; a disabled restyling row removes it. A
-    row whose name (URI for resources) a code definition has is left out: code wins.
+    row whose name (URI for resources) a code definition has is left out: code wins; so is a
+    template row with a code template's URI template.
     """
     rows = _rows(server_name)
     merged_tools: list[ToolDef] = []
@@ -819,9 +824,39 @@ def merge(
     return (
         _after_code("tool", merged_tools, rows.tools, lambda t: t.name),
         _after_code("resource", resources, rows.resources, lambda r: r.uri),
-        _after_code("resource template", templates, rows.templates, lambda t: t.name),
+        # A row with a code template's URI template would never be read: code matches first.
+        _after_code(
+            "resource template",
+            templates,
+            rows.templates,
+            lambda t: t.name,
+            lambda t: template_shape(t.uri_template),
+        ),
         _after_code("prompt", prompts, rows.prompts, lambda p: p.name),
     )
+
+
+_EXPRESSION = re.compile(r"\{([+#./;?&]?)([^}]*)\}")
+_VARSPEC = re.compile(r"^[^:*]*")
+
+
+def template_shape(uri_template: str) -> str:
+    """``uri_template`` with its variables' names left out: two templates of one shape match
+    the same URIs, so the one listed first serves them all."""
+
+    def expression(match: re.Match[str]) -> str:
+        specs = [_VARSPEC.sub("", spec.strip()) for spec in match.group(2).split(",")]
+        return "{" + match.group(1) + ",".join(specs) + "}"
+
+    return _EXPRESSION.sub(expression, uri_template)
+
+
+def code_uri_templates(server_name: str) -> frozenset[str]:
+    """The shapes (``template_shape``) of a server's code resource templates."""
+    server = servers.get(server_name)
+    if server is None:
+        return frozenset()
+    return frozenset(template_shape(t.uri_template) for t in server._templates.values())
 
 
 def code_keys(server_name: str, kind: str) -> frozenset[str]:

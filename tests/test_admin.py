@@ -343,6 +343,11 @@ def test_bad_resource_input_is_a_field_error(
     ("fields", "field", "text"),
     [
         ({"uri_template": "notes://{topic"}, "uri_template", "invalid URI template"),
+        (
+            {"name": "people2", "uri_template": "people://{id}"},
+            "uri_template",
+            "registered in code",
+        ),
         ({"text": "{% block %}"}, "text", "Template syntax error"),
         # Tags whose parsers fail with other errors than TemplateSyntaxError.
         ({"text": "{% filter %}"}, "text", "Template syntax error"),

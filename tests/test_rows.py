@@ -155,6 +155,9 @@ def test_rows_the_catalog_cannot_take_are_left_out_and_logged(
     Resource.objects.create(server="rows-merge", uri="code://one", name="dup", text="x")
     Resource.objects.create(server="rows-merge", uri="relative", name="rel", text="x")
     ResourceTemplate.objects.create(server="rows-merge", name="t", uri_template="n://{", text="x")
+    ResourceTemplate.objects.create(
+        server="rows-merge", name="again", uri_template="code://{thing}", text="x"
+    )
     Resource.objects.create(server="rows-merge", uri="notes://icons", name="ic", icons=["a"])
     with caplog.at_level(logging.WARNING, logger="mcp_app"):
         catalog = server.catalog()
@@ -551,3 +554,20 @@ def test_losing_the_race_to_create_the_generation_row(monkeypatch: pytest.Monkey
     monkeypatch.undo()
     assert len(calls) == 2
     assert rows.generation("default") == start + 1
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "same"),
+    [
+        ("people://{id}", "people://{thing}", True),
+        ("x://{/var:1,var}", "x://{/a:1,b}", True),
+        ("x://{a*}{?q,r}", "x://{b*}{?s,t}", True),
+        ("people://{id}", "people://{+id}", False),
+        ("x://{/var:1,var}", "x://{/a:2,b}", False),
+        ("x://{a}/{b}", "x://{a}", False),
+    ],
+)
+def test_templates_of_one_shape_differ_only_in_their_variables_names(
+    first: str, second: str, same: bool
+) -> None:
+    assert (rows.template_shape(first) == rows.template_shape(second)) is same
