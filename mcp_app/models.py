@@ -409,6 +409,17 @@ def resource_storage() -> Storage:
     return default_storage
 
 
+OCTET_STREAM = "application/octet-stream"
+
+
+def _guessed_mime(file_name: str) -> str:
+    """The type a resource's content gets when none is given: from the file's name, else
+    ``text/plain`` for text."""
+    if not file_name:
+        return "text/plain"
+    return mimetypes.guess_type(file_name)[0] or OCTET_STREAM
+
+
 class Resource(Definition):
     """A resource defined as a row: a text, or an uploaded file served as a blob."""
 
@@ -449,6 +460,7 @@ class Resource(Definition):
         return f"{self.uri} ({self.server})"
 
     def save(self, *args: Any, **kwargs: Any) -> None:
+        self._forget_stale_guess()
         if self.file:
             # A new upload (not yet committed to storage), or a file named through the ORM,
             # is measured once, here; the digest tells later saves whether content changed.
@@ -458,12 +470,28 @@ class Resource(Definition):
             if not self.mime_type:
                 sent = getattr(self.file.file, "content_type", None) if uploaded else None
                 guessed = mimetypes.guess_type(self.file.name or "")[0]
-                self.mime_type = guessed or sent or "application/octet-stream"
+                self.mime_type = guessed or sent or OCTET_STREAM
         else:
             self.size, self.digest = _measure([self.text.encode()])
             if not self.mime_type:
                 self.mime_type = "text/plain"
         super().save(*args, **kwargs)
+
+    def _forget_stale_guess(self) -> None:
+        """A MIME type that was guessed for the content being replaced is guessed again.
+
+        The admin shows the guess in the field, so an unchanged field comes back holding it.
+        """
+        if self.pk is None or not self.mime_type:
+            return
+        old = type(self)._default_manager.filter(pk=self.pk).values("file", "text").first()
+        if old is None:
+            return
+        name = self.file.name if self.file else ""
+        if (old["file"] or "", old["text"]) == (name, "" if name else self.text):
+            return  # the same content
+        if self.mime_type == _guessed_mime(old["file"] or ""):
+            self.mime_type = ""
 
     def check_definition(self, errors: Errors) -> None:
         self._normalize_json({"annotations": dict})

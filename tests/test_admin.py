@@ -222,6 +222,42 @@ def test_add_a_file_resource(admin_client: Client, settings: Any, tmp_path: Any)
     assert (resource.size, resource.mime_type) == (8, "text/markdown")
 
 
+def test_a_guessed_mime_type_is_guessed_again_when_the_content_changes(
+    admin_client: Client, settings: Any, tmp_path: Any
+) -> None:
+    settings.MEDIA_ROOT = str(tmp_path)
+    png = SimpleUploadedFile("a.png", b"x", content_type="image/png")
+    admin_client.post(url("resource"), resource_data(uri="f://x", text="", file=png))
+    resource = Resource.objects.get()
+    assert resource.mime_type == "image/png"
+    # The form shows the guess; sent back unchanged with another file, it is guessed again.
+    pdf = SimpleUploadedFile("b.pdf", b"%PDF", content_type="application/pdf")
+    change = resource_data(uri="f://x", text="", mime_type="image/png", file=pdf)
+    assert admin_client.post(url("resource", "change", resource.pk), change).status_code == 302
+    resource.refresh_from_db()
+    assert resource.mime_type == "application/pdf"
+    # Text in place of the file: text/plain.
+    change = resource_data(uri="f://x", text="plain", mime_type="application/pdf")
+    change["file-clear"] = "on"
+    assert admin_client.post(url("resource", "change", resource.pk), change).status_code == 302
+    resource.refresh_from_db()
+    assert (resource.file.name, resource.mime_type) == ("", "text/plain")
+
+
+def test_a_mime_type_given_for_the_content_is_kept(admin_client: Client) -> None:
+    admin_client.post(url("resource"), resource_data(text="# Hi", mime_type="text/markdown"))
+    resource = Resource.objects.get()
+    change = resource_data(text="# Hello", mime_type="text/markdown")
+    assert admin_client.post(url("resource", "change", resource.pk), change).status_code == 302
+    resource.refresh_from_db()
+    assert resource.mime_type == "text/markdown"
+    # A text row left with its guess keeps text/plain for new text.
+    change = resource_data(text="other", mime_type="")
+    admin_client.post(url("resource", "change", resource.pk), change)
+    resource.refresh_from_db()
+    assert resource.mime_type == "text/plain"
+
+
 def test_add_a_prompt_with_inline_rows_is_one_generation(admin_client: Client) -> None:
     Tool.objects.create(name="welcome", handler="template", config={"template": "x"})
     before = rows.generation("default")
