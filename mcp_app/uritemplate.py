@@ -123,14 +123,23 @@ class URITemplate:
         self._template = template
         self._parts = _parse(template)
         names: list[str] = []
+        repeated: str | None = None
         for part in self._parts:
             if isinstance(part, _Expression):
                 for spec in part.varspecs:
                     if spec.name in names:
-                        raise _malformed(template, f"variable {spec.name!r} appears more than once")
-                    names.append(spec.name)
+                        repeated = repeated or spec.name
+                    else:
+                        names.append(spec.name)
         self._variables = tuple(names)
-        self._matcher = _compile_matcher(template, self._parts)
+        # RFC 6570 expands a variable used twice ({/var:1,var}); a match could disagree with
+        # itself, so such a template only expands.
+        self._matcher = (
+            f"URI template {template!r} cannot be used for matching: variable {repeated!r} "
+            "appears more than once"
+            if repeated is not None
+            else _compile_matcher(template, self._parts)
+        )
 
     @property
     def template(self) -> str:
