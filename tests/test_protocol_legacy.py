@@ -99,3 +99,68 @@ def test_own_methods_are_the_initialize_era_session_methods() -> None:
         "resources/subscribe",
         "resources/unsubscribe",
     } == legacy.OWN_METHODS
+
+
+# ---------------------------------------------------------------- results for older revisions
+
+TOOL = {
+    "name": "t",
+    "title": "T",
+    "icons": [{"src": "https://example.com/t.png"}],
+    "_meta": {"k": 1},
+    "inputSchema": {"type": "object"},
+    "outputSchema": {"type": "object", "properties": {"a": {"type": "number"}}},
+}
+
+
+@pytest.mark.parametrize(
+    ("version", "keys"),
+    [
+        ("2025-11-25", {"name", "title", "icons", "_meta", "inputSchema", "outputSchema"}),
+        ("2025-06-18", {"name", "title", "_meta", "inputSchema", "outputSchema"}),
+        ("2025-03-26", {"name", "inputSchema"}),
+    ],
+)
+def test_listed_definitions_carry_what_each_revision_knows(version: str, keys: set[str]) -> None:
+    result = {"tools": [TOOL], "nextCursor": "c"}
+    adapted = legacy.result_for(version, "tools/list", result)
+    assert set(adapted["tools"][0]) == keys
+    assert adapted["nextCursor"] == "c"
+    assert set(result["tools"][0]) == set(TOOL)  # the engine's result is left alone
+
+
+@pytest.mark.parametrize("version", ["2025-11-25", "2025-06-18"])
+def test_an_output_schema_of_another_type_than_object_is_left_out(version: str) -> None:
+    listed = {**TOOL, "outputSchema": {"type": "array"}}
+    adapted = legacy.result_for(version, "tools/list", {"tools": [listed]})
+    assert "outputSchema" not in adapted["tools"][0]
+    called = {"content": [{"type": "text", "text": "[1, 2]"}], "structuredContent": [1, 2]}
+    assert legacy.result_for(version, "tools/call", called) == {
+        "content": [{"type": "text", "text": "[1, 2]"}]
+    }
+    kept = {"content": [], "structuredContent": {"a": 1}}
+    assert legacy.result_for(version, "tools/call", kept) == kept
+
+
+def test_2025_03_26_gets_no_structured_content_and_links_as_text() -> None:
+    link = {"type": "resource_link", "uri": "notes://a", "name": "a", "title": "Note A"}
+    called = {"content": [link, {"type": "text", "text": "x"}], "structuredContent": {"a": 1}}
+    assert legacy.result_for("2025-03-26", "tools/call", called) == {
+        "content": [{"type": "text", "text": "Note A: notes://a"}, {"type": "text", "text": "x"}]
+    }
+    prompt = {"messages": [{"role": "user", "content": {**link, "title": None}}]}
+    assert legacy.result_for("2025-03-26", "prompts/get", prompt) == {
+        "messages": [{"role": "user", "content": {"type": "text", "text": "a: notes://a"}}]
+    }
+    assert legacy.result_for("2025-06-18", "tools/call", called) == called
+
+
+def test_prompt_arguments_have_no_title_before_2025_06_18() -> None:
+    prompt = {"name": "p", "arguments": [{"name": "a", "title": "A", "required": True}]}
+    adapted = legacy.result_for("2025-03-26", "prompts/list", {"prompts": [prompt]})
+    assert adapted["prompts"][0]["arguments"] == [{"name": "a", "required": True}]
+
+
+def test_other_results_pass_unchanged() -> None:
+    result = {"contents": [{"uri": "a://b", "text": "x"}]}
+    assert legacy.result_for("2025-03-26", "resources/read", result) is result

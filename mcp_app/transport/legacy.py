@@ -472,7 +472,8 @@ class LegacyEndpoint:
             for rounds in range(MAX_ROUNDS):  # noqa: B007 - the count is audited
                 outcome = self.endpoint.dispatch(method, params, ctx, catalog)
                 if not isinstance(outcome, InputRequired):
-                    message = jsonrpc.result_response(request_id, outcome)
+                    result = legacy.result_for(session.protocol_version, method, outcome)
+                    message = jsonrpc.result_response(request_id, result)
                     break
                 failure = self.ask(outcome, ctx, session, inbox)
                 if failure is not None:
