@@ -164,13 +164,21 @@ def template_error(source: str) -> str | None:
     """Why ``source`` does not compile as a Django template, or ``None`` if it does."""
     from django.template import TemplateSyntaxError
 
+    from django.template.loader_tags import ExtendsNode, IncludeNode
+
     try:
-        compile_template(source)
+        template = compile_template(source)
     except TemplateSyntaxError as exc:
         return f"Template syntax error: {exc}"
     except Exception as exc:
         # Some tags' parsers fail on bad input with other errors ({% filter %}: ValueError).
         return f"Template syntax error: {type(exc).__name__}: {exc}".rstrip(": ")
+    for node_type, tag in ((ExtendsNode, "extends"), (IncludeNode, "include")):
+        if template.nodelist.get_nodes_by_type(node_type):
+            return (
+                f"Template error: {{% {tag} %}} cannot work here; a row's template has no "
+                "other templates to load."
+            )
     return None
 
 

@@ -389,6 +389,9 @@ def test_bad_resource_input_is_a_field_error(
         ({"text": "{% filter %}"}, "text", "Template syntax error"),
         ({"text": '{% if _("x" %}'}, "text", "Template syntax error"),
         ({"text": "{% load static %}{% static as x %}"}, "text", "Template syntax error"),
+        ({"text": "{% include 'x.html' %}"}, "text", "{% include %} cannot work here"),
+        ({"text": "{% extends 'base.html' %}"}, "text", "{% extends %} cannot work here"),
+        ({"text": "{% if a %}{% include t %}{% endif %}"}, "text", "{% include %} cannot"),
         ({"text": "", "handler": "missing"}, "handler", "Select a valid choice"),
     ],
 )
