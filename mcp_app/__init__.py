@@ -16,6 +16,7 @@ from .exceptions import AlreadyRegistered, DefinitionError, MCPAppError, NotRegi
 from .input import elicit, elicit_url, input_required, roots, sample
 from .protocol.context import RequestContext
 from .protocol.jsonrpc import ProtocolError, ResourceNotFound
+from .protocol.tasks import run_as_task
 from .registry import PromptArgument
 from .rows import row_handler
 from .server import Server, servers, site
@@ -59,6 +60,7 @@ __all__ = [
     "resource_template",
     "roots",
     "row_handler",
+    "run_as_task",
     "sample",
     "servers",
     "site",

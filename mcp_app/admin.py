@@ -23,6 +23,7 @@ from .models import (
     PromptMessage,
     Resource,
     ResourceTemplate,
+    Task,
     Tool,
     ToolCall,
 )
@@ -296,6 +297,61 @@ class ToolCallAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         # A trail staff could prune would prove little; retention is the command's job.
+        return False
+
+
+@admin.register(Task)
+class TaskAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """Read-only: tasks are made and moved on by the endpoint; staff may delete one."""
+
+    list_display = ("created", "server", "tool", "status", "caller", "updated", "expires")
+    list_filter = ("server", "status", "created")
+    search_fields = ("id", "tool", "caller")
+    date_hierarchy = "created"
+    fields = (
+        "id",
+        "server",
+        "tool",
+        "caller",
+        "status",
+        "status_message",
+        "created",
+        "updated",
+        "expires",
+        "round",
+        "arguments_json",
+        "pending_json",
+        "result_json",
+        "error_json",
+    )
+    readonly_fields = fields
+
+    @staticmethod
+    def _json(value: Any) -> str:
+        if value is None or value == {}:
+            return "-"
+        return format_html("<pre>{}</pre>", json.dumps(value, indent=2, ensure_ascii=False))
+
+    @admin.display(description="arguments")
+    def arguments_json(self, obj: Task) -> str:
+        return self._json(obj.arguments)
+
+    @admin.display(description="input requests")
+    def pending_json(self, obj: Task) -> str:
+        return self._json(obj.input_requests)
+
+    @admin.display(description="result")
+    def result_json(self, obj: Task) -> str:
+        return self._json(obj.result)
+
+    @admin.display(description="error")
+    def error_json(self, obj: Task) -> str:
+        return self._json(obj.error)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
 

@@ -54,6 +54,10 @@ DEFAULTS: dict[str, Any] = {
     "SESSION_IDLE_SECONDS": 3600,
     # Seconds a server-to-client request waits for the client's answer.
     "INPUT_TIMEOUT_SECONDS": 300.0,
+    # Seconds a task is kept from its creation (its ttlMs); tasks/get forgets it after.
+    "TASK_TTL_SECONDS": 3600,
+    # The interval (ms) a task's client is asked to poll tasks/get at.
+    "TASK_POLL_INTERVAL_MS": 1000,
     # Seconds events are kept for clients resuming a stream with Last-Event-ID.
     "EVENT_RETENTION_SECONDS": 600,
     # The retry interval (ms) announced on streams the server may close early.
@@ -282,6 +286,14 @@ class Settings:
     @_setting
     def INPUT_TIMEOUT_SECONDS(self) -> float:
         return float(self._get("INPUT_TIMEOUT_SECONDS"))
+
+    @_setting
+    def TASK_TTL_SECONDS(self) -> int:
+        return int(self._get("TASK_TTL_SECONDS"))
+
+    @_setting
+    def TASK_POLL_INTERVAL_MS(self) -> int:
+        return int(self._get("TASK_POLL_INTERVAL_MS"))
 
     @_setting
     def EVENT_RETENTION_SECONDS(self) -> int:

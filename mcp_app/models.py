@@ -731,6 +731,7 @@ class ToolCall(models.Model):
         ("error", "error (isError result)"),
         ("input_required", "input required"),
         ("failed", "failed (JSON-RPC error)"),
+        ("cancelled", "cancelled (a task)"),
     ]
     ERAS = [("modern", "2026-07-28 (stateless)"), ("legacy", "initialize era (session)")]
 
@@ -775,3 +776,48 @@ class ToolCall(models.Model):
 # Access edits made without saving the row (``tool.groups.add(group)``, deleting a group)
 # change the catalog too.
 rows.connect_access_signals((Tool, Resource, ResourceTemplate, Prompt))
+
+
+# -- tasks -----------------------------------------------------------------------------------
+
+
+class Task(models.Model):
+    """A tool call going on as a task (the 2026-07-28 tasks extension), for every worker to
+    answer ``tasks/get``, ``tasks/update`` and ``tasks/cancel`` about."""
+
+    STATUSES = [
+        ("working", "working"),
+        ("input_required", "input required"),
+        ("completed", "completed"),
+        ("failed", "failed"),
+        ("cancelled", "cancelled"),
+    ]
+
+    id = models.CharField(primary_key=True, max_length=64, editable=False)
+    server = models.CharField(max_length=100)
+    tool = models.CharField(max_length=128)
+    #: Who created it (``state.caller_id``): only they may follow it.
+    caller = models.CharField(max_length=100)
+    status = models.CharField(max_length=16, choices=STATUSES, default="working")
+    status_message = models.TextField(blank=True)
+    arguments = WireJSONField(null=True, blank=True)
+    #: The input requests the work waits for, by their key on the task's wire.
+    input_requests = WireJSONField(default=dict, blank=True)
+    #: The answers to them received so far, by the same keys.
+    answers = WireJSONField(default=dict, blank=True)
+    round = models.PositiveIntegerField(default=0)
+    result = WireJSONField(null=True, blank=True)
+    error = WireJSONField(null=True, blank=True)
+    created = models.DateTimeField(default=timezone.now)
+    updated = models.DateTimeField(default=timezone.now)
+    ttl_ms = models.PositiveBigIntegerField(null=True, blank=True)
+    expires = models.DateTimeField(null=True, blank=True, db_index=True)
+    #: Until when the process running the work vouches for it; renewed while it runs.
+    lease_until = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "MCP task"
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return f"{self.tool} task {self.id} ({self.status})"

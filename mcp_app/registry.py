@@ -11,6 +11,7 @@ from functools import cached_property
 from typing import Any
 
 from .exceptions import DefinitionError
+from .protocol.tasks import SUPPORT as TASK_SUPPORT
 from .uritemplate import URITemplate, URITemplateError
 
 __all__ = [
@@ -106,8 +107,14 @@ class ToolDef:
     permission: Any = None
     source: str = "code"
     config: Any = None
+    #: Whether its work may go on as a task: "forbidden", "optional" or "required".
+    task: str = "forbidden"
 
     def __post_init__(self) -> None:
+        if self.task not in TASK_SUPPORT:
+            raise DefinitionError(
+                f"tool {self.name!r}: task must be one of {', '.join(TASK_SUPPORT)}"
+            )
         if not NAME_RE.match(self.name):
             raise DefinitionError(
                 f"tool name {self.name!r} must be 1-64 characters of letters, digits, '_', '-', '.'"

@@ -163,7 +163,6 @@ def render_template(source: str, values: Mapping[str, Any]) -> str:
 def template_error(source: str) -> str | None:
     """Why ``source`` does not compile as a Django template, or ``None`` if it does."""
     from django.template import TemplateSyntaxError
-
     from django.template.loader_tags import ExtendsNode, IncludeNode
 
     try:

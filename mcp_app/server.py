@@ -225,8 +225,13 @@ class Server:
         icons: Sequence[JSON] | None = None,
         meta: Mapping[str, Any] | None = None,
         permission: Any = None,
+        task: str = "forbidden",
     ) -> ToolDef:
         """Register ``handler(arguments, context)`` as a tool.
+
+        ``task`` says whether its work may go on as a task (``run_as_task``): ``"forbidden"``,
+        ``"optional"`` (a task for a client that declared the tasks extension, done in the
+        request for others) or ``"required"`` (only for such clients: others get -32021).
 
         Raises:
             AlreadyRegistered: a tool of that name exists.
@@ -243,6 +248,7 @@ class Server:
             icons=icons,
             meta=meta,
             permission=permission,
+            task=task,
         )
         from .schema import check_schema
 

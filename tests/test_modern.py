@@ -534,4 +534,12 @@ def test_finish_keeps_existing_meta_and_cache_hints_and_does_not_mutate() -> Non
 
 def test_supported_versions_are_the_modern_one() -> None:
     assert modern.SUPPORTED == [MODERN]
-    assert modern.NAMED == {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+    assert modern.NAMED == {
+        "tools/call": "name",
+        "prompts/get": "name",
+        "resources/read": "uri",
+        # The tasks extension names the task (SEP-2663, routing headers).
+        "tasks/cancel": "taskId",
+        "tasks/get": "taskId",
+        "tasks/update": "taskId",
+    }

@@ -69,6 +69,11 @@ class RequestContext:
         self.interactive = True
         #: Set by transports that can end the response early while the request goes on.
         self.close_hook: Callable[[], None] | None = None
+        #: Whether the client can follow a task (it declared the tasks extension on a
+        #: 2026-07-28 request), so work a tool hands to a task goes on as one.
+        self.follows_tasks = False
+        #: The task this context runs the work of, when it does.
+        self.task_id: str | None = None
 
     @property
     def cancelled(self) -> threading.Event:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import json
@@ -14,14 +15,26 @@ from .. import results
 from ..input import InputRequired
 from ..registry import Catalog, PromptDef, TemplateDef, ToolDef, _is_async
 from ..schema import JSONSchemaValidator, SchemaError, Validator, format_problems
-from . import versions
+from . import tasks, versions
 from .context import RequestContext
-from .jsonrpc import InternalError, InvalidParams, MethodNotFound, ProtocolError, ResourceNotFound
+from .jsonrpc import (
+    InternalError,
+    InvalidParams,
+    InvalidRequest,
+    MethodNotFound,
+    ProtocolError,
+    ResourceNotFound,
+)
+from .tasks import TaskWork
 
 logger = logging.getLogger("mcp_app")
 
 JSON = dict[str, Any]
-Outcome = JSON | InputRequired
+#: What serving a request comes to: a result, a request for input, or (for a client that can
+#: follow a task) work to go on as a task.
+Outcome = JSON | InputRequired | TaskWork
+#: What a handler's answer comes to: a result, or a request for input.
+Answer = JSON | InputRequired
 
 
 @dataclass
@@ -76,6 +89,8 @@ class ServerOptions:
             caps["completions"] = {}
         if self.logging:
             caps["logging"] = {}
+        if any(tool.task != "forbidden" for tool in catalog.tools):
+            caps["extensions"] = {tasks.EXTENSION: {}}
         return caps
 
 
@@ -238,18 +253,50 @@ class Engine:
                 }
         ctx.definition = tool
         ctx.config = tool.config
+        if tool.task == "required" and not ctx.follows_tasks:
+            if ctx.era == "modern":
+                raise tasks.missing_extension(
+                    f"Tool {name} runs only as a task: declare the {tasks.EXTENSION} extension"
+                )
+            raise InvalidRequest(f"Tool {name} runs only as a task, which needs 2026-07-28")
+        value = self._called(tool, lambda: self._run(tool.handler, tool.is_async, ctx, arguments))
+        if isinstance(value, TaskWork):
+            if ctx.follows_tasks and tool.task != "forbidden":
+                return value
+            # Done in the request, for a client that cannot follow a task.
+            return self.run_work(tool, value, ctx)
+        return self.tool_outcome(tool, value)
+
+    def run_work(self, tool: ToolDef, work: TaskWork, ctx: RequestContext) -> Answer:
+        """Run work a tool handed to a task, as its handler is run: its result, or its
+        request for input.
+
+        Raises:
+            ProtocolError: the work raised one, or returned an answer that is not valid.
+        """
+        value = self._called(tool, lambda: _call_work(work.work, ctx))
+        if isinstance(value, TaskWork):
+            raise InternalError(f"Tool {tool.name} handed a task's work to another task")
+        return self.tool_outcome(tool, value)
+
+    def _called(self, tool: ToolDef, call: Callable[[], Any]) -> Any:
+        """What a tool's code returns; an exception it raises (not a protocol error) is its
+        ``isError`` result."""
         try:
-            value = self._run(tool.handler, tool.is_async, ctx, arguments)
+            return call()
         except ProtocolError:
             raise
         except Exception as exc:
-            logger.exception("tool %r failed", name)
-            return {
-                "content": [{"type": "text", "text": str(exc) or type(exc).__name__}],
-                "isError": True,
-            }
+            logger.exception("tool %r failed", tool.name)
+            return _failed_tool(exc)
+
+    def tool_outcome(self, tool: ToolDef, value: Any) -> Answer:
+        """A tool's answer as a result (checked against its output schema), or its request
+        for input."""
         if isinstance(value, InputRequired):
             return value
+        if isinstance(value, _FailedTool):
+            return value.result
         result = results.tool_result(value, has_output_schema=tool.output_schema is not None)
         self._check_output(tool, result)
         return result
@@ -282,7 +329,7 @@ class Engine:
 
     def resources_read(
         self, params: Mapping[str, Any], ctx: RequestContext, catalog: Catalog
-    ) -> Outcome:
+    ) -> Answer:
         uri = params.get("uri")
         if not isinstance(uri, str) or not uri:
             raise InvalidParams("resources/read needs a 'uri' (a string)")
@@ -308,7 +355,7 @@ class Engine:
 
     def prompts_get(
         self, params: Mapping[str, Any], ctx: RequestContext, catalog: Catalog
-    ) -> Outcome:
+    ) -> Answer:
         name = params.get("name")
         if not isinstance(name, str):
             raise InvalidParams("prompts/get needs a prompt 'name' (a string)")
@@ -378,3 +425,23 @@ def resource_not_found_code(version: str) -> int:
     from .jsonrpc import INVALID_PARAMS, RESOURCE_NOT_FOUND
 
     return INVALID_PARAMS if versions.is_modern(version) else RESOURCE_NOT_FOUND
+
+
+@dataclass(frozen=True)
+class _FailedTool:
+    """A tool whose code raised: its ``isError`` result, which no output schema checks."""
+
+    result: JSON
+
+
+def _failed_tool(exc: Exception) -> _FailedTool:
+    return _FailedTool(
+        {"content": [{"type": "text", "text": str(exc) or type(exc).__name__}], "isError": True}
+    )
+
+
+def _call_work(work: Callable[[Any], Any], ctx: RequestContext) -> Any:
+    value = work(ctx)
+    if asyncio.iscoroutine(value):
+        return ctx.run_async(value)
+    return value

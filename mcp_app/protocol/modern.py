@@ -12,7 +12,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from ..registry import ToolDef
-from . import versions
+from . import tasks, versions
 from .jsonrpc import (
     HeaderMismatch,
     InvalidParams,
@@ -25,7 +25,7 @@ JSON = dict[str, Any]
 
 SUPPORTED = [versions.MODERN]
 #: Methods of the stateless wire beyond the engine's common table.
-OWN_METHODS = frozenset({"server/discover", "subscriptions/listen"})
+OWN_METHODS = frozenset({"server/discover", "subscriptions/listen"}) | tasks.METHODS
 #: Results that carry ``ttlMs`` and ``cacheScope``.
 CACHEABLE = frozenset(
     {
@@ -37,7 +37,12 @@ CACHEABLE = frozenset(
         "resources/read",
     }
 )
-NAMED = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+NAMED = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    **{method: "taskId" for method in sorted(tasks.METHODS)},
+}
 _BASE64_RE = re.compile(r"^=\?base64\?([A-Za-z0-9+/]*={0,2})\?=$")
 _VISIBLE = re.compile(r"^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$|^$")
 _TOKEN = re.compile(r"[\x21-\x7e]+")
@@ -220,13 +225,19 @@ def _check_params(tool: ToolDef, arguments: Any, headers: Mapping[str, str]) -> 
             raise HeaderMismatch(f"Header {header} does not match argument {arg!r}")
 
 
-def finish(method: str, result: JSON, server_info: JSON, ttl_ms: int, cache_scope: str) -> JSON:
-    """Stamp a complete result with ``resultType``, server identity and, where due, cache hints."""
+def stamp(result: JSON, server_info: JSON) -> JSON:
+    """``result`` with the server's identity in its ``_meta``."""
     out = dict(result)
-    out["resultType"] = "complete"
     meta = dict(out.get("_meta") or {})
     meta[versions.META_SERVER_INFO] = server_info
     out["_meta"] = meta
+    return out
+
+
+def finish(method: str, result: JSON, server_info: JSON, ttl_ms: int, cache_scope: str) -> JSON:
+    """Stamp a complete result with ``resultType``, server identity and, where due, cache hints."""
+    out = stamp(result, server_info)
+    out["resultType"] = "complete"
     if method in CACHEABLE:
         out.setdefault("ttlMs", ttl_ms)
         out.setdefault("cacheScope", cache_scope)

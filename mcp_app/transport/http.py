@@ -13,15 +13,16 @@ from urllib.parse import urlsplit
 
 from django.db import transaction
 
-from .. import audit
+from .. import audit, tasks
 from .. import state as request_state
 from ..auth import admit
 from ..conf import conf
 from ..events import StreamLog
 from ..input import InputRequired
 from ..protocol import jsonrpc, modern, versions
+from ..protocol import tasks as task_wire
 from ..protocol.context import RequestContext
-from ..protocol.engine import Engine
+from ..protocol.engine import Engine, Outcome
 from ..protocol.jsonrpc import (
     InternalError,
     InvalidParams,
@@ -30,6 +31,7 @@ from ..protocol.jsonrpc import (
     ParseError,
     ProtocolError,
 )
+from ..protocol.tasks import TaskWork
 from ..registry import Catalog, ToolDef
 from . import sse
 from .legacy import LegacyEndpoint, Resume, SessionStream, is_legacy
@@ -307,7 +309,7 @@ class Endpoint:
         self, req: modern.ModernRequest, user: Any, request: Any = None, emit: Any = None
     ) -> RequestContext:
         """The context of a stateless request (any transport)."""
-        return RequestContext(
+        ctx = RequestContext(
             method=req.method,
             params=req.params,
             protocol_version=req.version,
@@ -320,6 +322,8 @@ class Endpoint:
             log_level=req.log_level,
             progress_token=req.progress_token,
         )
+        ctx.follows_tasks = task_wire.client_follows_tasks(req.capabilities)
+        return ctx
 
     def listen(self, req: modern.ModernRequest, catalog: Catalog) -> Listen:
         """The stream a ``subscriptions/listen`` request opens.
@@ -359,10 +363,22 @@ class Endpoint:
         started = time.perf_counter()
         audited = req.method in Engine.INPUT_METHODS
         try:
+            if req.method in task_wire.METHODS:
+                result = self.finish(
+                    req.method, tasks.handle(self, req.method, req.params, ctx), catalog
+                )
+                return 200, jsonrpc.result_response(req.id, result)
             if audited:
                 self._read_input(req, ctx)
             outcome = self.dispatch(req.method, req.params, ctx, catalog)
-            if isinstance(outcome, InputRequired):
+            if isinstance(outcome, TaskWork):
+                # Audited when the task ends, as one call.
+                audited = False
+                result = modern.stamp(
+                    tasks.start(self, ctx.definition, outcome, ctx, req.params),
+                    self.server.options.server_info,
+                )
+            elif isinstance(outcome, InputRequired):
                 result = self.input_required(req, ctx, outcome)
             else:
                 result = self.finish(req.method, outcome, catalog)
@@ -395,7 +411,9 @@ class Endpoint:
             return
         result = message.get("result")
         error = message.get("error")
-        if error is not None:
+        if message.get("cancelled"):
+            outcome, text = "cancelled", ""
+        elif error is not None:
             outcome, text = "failed", str(error.get("message", ""))
         elif isinstance(result, dict) and result.get("resultType") == "input_required":
             outcome, text = "input_required", ""
@@ -456,16 +474,24 @@ class Endpoint:
 
     def dispatch(
         self, method: str, params: Mapping[str, Any], ctx: RequestContext, catalog: Catalog
-    ) -> JSON | InputRequired:
+    ) -> Outcome:
         """Run the engine; for handler methods, inside a transaction undone unless it completes."""
-        if method not in Engine.INPUT_METHODS or not conf.ATOMIC:
+        if method not in Engine.INPUT_METHODS:
             return self.engine.handle(method, params, ctx, catalog)
-        holder: list[JSON | InputRequired] = []
+        return self.atomically(lambda: self.engine.handle(method, params, ctx, catalog))
+
+    def atomically(self, attempt: Callable[[], Outcome]) -> Outcome:
+        """``attempt()`` in a transaction (``ATOMIC``) undone when it asks for input or fails."""
+        if not conf.ATOMIC:
+            return attempt()
+        holder: list[Outcome] = []
         try:
             with transaction.atomic(using=conf.DATABASE_ALIAS):
-                outcome = self.engine.handle(method, params, ctx, catalog)
+                outcome = attempt()
                 holder.append(outcome)
-                if isinstance(outcome, InputRequired) or outcome.get("isError"):
+                if isinstance(outcome, InputRequired) or (
+                    isinstance(outcome, dict) and outcome.get("isError")
+                ):
                     raise _Undo
         except _Undo:
             pass

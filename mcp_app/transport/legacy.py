@@ -24,6 +24,7 @@ from ..protocol.jsonrpc import (
     ProtocolError,
     ResourceNotFound,
 )
+from ..protocol.tasks import TaskWork
 from ..registry import Catalog
 from ..state import caller_id
 from .listen import KIND_TO_FILTER, LISTS
@@ -471,6 +472,8 @@ class LegacyEndpoint:
             message = self.failed(request_id, method, f"Gave up after {MAX_ROUNDS} rounds of input")
             for rounds in range(MAX_ROUNDS):  # noqa: B007 - the count is audited
                 outcome = self.endpoint.dispatch(method, params, ctx, catalog)
+                # A session's client never follows tasks: their work is done in the call.
+                assert not isinstance(outcome, TaskWork)
                 if not isinstance(outcome, InputRequired):
                     result = legacy.result_for(session.protocol_version, method, outcome)
                     message = jsonrpc.result_response(request_id, result)

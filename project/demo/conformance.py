@@ -30,6 +30,7 @@ from typing import Any
 from mcp_app import (
     AlreadyRegistered,
     NotRegistered,
+    ProtocolError,
     RequestContext,
     Server,
     audio,
@@ -40,6 +41,7 @@ from mcp_app import (
     input_required,
     resource_link,
     roots,
+    run_as_task,
     sample,
     tool_error,
 )
@@ -317,6 +319,7 @@ def register(server: Server) -> None:
     _register_legacy_tools(server)
     _register_protocol_tools(server)
     _register_input_required_tools(server)
+    _register_task_tools(server)
     _register_resources(server)
     _register_prompts(server)
 
@@ -741,6 +744,109 @@ def _register_input_required_tools(server: Server) -> None:
             state = context.state if _state_issued_by(context, fixture) else _fresh_state(fixture)
             return input_required(missing or wanted, state=state)
         return f"Received input for: {', '.join(sorted(wanted))}."
+
+
+def _register_task_tools(server: Server) -> None:
+    """SEP-2663 (the tasks extension): the ``tasks-*`` scenarios."""
+
+    @server.tool(
+        name="slow_compute",
+        description="Waits `seconds` seconds (stops early when cancelled), then answers",
+        input_schema={
+            "type": "object",
+            "properties": {
+                "seconds": {"type": "number", "minimum": 0},
+                "label": {"type": "string"},
+            },
+        },
+        task="optional",
+    )
+    def slow_compute(arguments: Arguments, context: RequestContext) -> Any:
+        seconds = float(arguments.get("seconds", 1))
+        label = str(arguments.get("label", "job"))
+
+        def work(task: RequestContext) -> str:
+            if task.cancelled.wait(seconds):
+                return f"{label}: stopped"
+            return f"{label}: computed after {seconds:g}s"
+
+        return run_as_task(work)
+
+    @server.tool(
+        name="failing_job",
+        description="A task that ends with a tool error after about a second",
+        input_schema=NO_ARGUMENTS,
+        task="required",
+    )
+    def failing_job(arguments: Arguments, context: RequestContext) -> Any:
+        def work(task: RequestContext) -> Any:
+            task.cancelled.wait(1.0)
+            return tool_error("The job failed: the input could not be processed.")
+
+        return run_as_task(work)
+
+    @server.tool(
+        name="protocol_error_job",
+        description="A task whose work fails with a JSON-RPC error",
+        input_schema=NO_ARGUMENTS,
+        task="optional",
+    )
+    def protocol_error_job(arguments: Arguments, context: RequestContext) -> Any:
+        def work(task: RequestContext) -> Any:
+            raise ProtocolError("The job's backend refused the request", code=-32603)
+
+        return run_as_task(work)
+
+    @server.tool(
+        name="confirm_delete",
+        description="A task that asks for confirmation (confirm) before it deletes",
+        input_schema=NO_ARGUMENTS,
+        task="optional",
+    )
+    def confirm_delete(arguments: Arguments, context: RequestContext) -> Any:
+        def work(task: RequestContext) -> Any:
+            answer = _elicited(task.input_response("confirm"))
+            if answer is None:
+                return input_required({"confirm": elicit("Delete the item?", CONFIRM_FORM)})
+            return "Deleted." if answer[0] == "accept" and answer[1].get("ok") else "Kept."
+
+        return run_as_task(work)
+
+    @server.tool(
+        name="multi_input",
+        description="A task that asks two questions at once (name, color)",
+        input_schema=NO_ARGUMENTS,
+        task="optional",
+    )
+    def multi_input(arguments: Arguments, context: RequestContext) -> Any:
+        def work(task: RequestContext) -> Any:
+            # Any well-formed answer to each question will do; the fields may be others.
+            name = _elicited(task.input_response("name"))
+            color = _elicited(task.input_response("color"))
+            if name is None or color is None:
+                return input_required(
+                    {
+                        "name": elicit("What is your name?", NAME_FORM),
+                        "color": elicit("What is your favourite color?", COLOR_FORM),
+                    }
+                )
+            who = name[1].get("name") or "Someone"
+            likes = color[1].get("color") or "no color in particular"
+            return f"{who} likes {likes}."
+
+        return run_as_task(work)
+
+    @server.tool(
+        name="test_tool_with_task",
+        description="Asks for the user's name (user_name) in the request, then greets as a task",
+        input_schema=NO_ARGUMENTS,
+        task="required",
+    )
+    def tool_with_task(arguments: Arguments, context: RequestContext) -> Any:
+        name = _accepted(context.input_response("user_name"), "name")
+        if name is None:
+            return input_required({"user_name": elicit("What is your name?", NAME_FORM)})
+        return run_as_task(lambda task: f"Hello, {name}! (from a task)")
 
 
 def _register_resources(server: Server) -> None:

@@ -87,7 +87,10 @@ def introduce(arguments: dict[str, str], context: RequestContext) -> Any:
 
 @mcp_app.tool()
 def greet(arguments: dict[str, Any], context: RequestContext) -> Any:
-    """Greet someone, asking who."""
+    """Greet someone (``name``), asking who when no name is given."""
+    given = arguments.get("name")
+    if isinstance(given, str) and given:
+        return f"Hello, {given}!"
     answer = context.input_response("name")
     if not isinstance(answer, dict):
         form = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
