@@ -51,6 +51,16 @@ MAX_ROUNDS = 50
 _OPEN = (wire.WORKING, wire.INPUT_REQUIRED)
 
 
+_running: set[str] = set()
+_running_lock = threading.Lock()
+
+
+def running() -> frozenset[str]:
+    """The ids of the tasks whose work this process is running (or about to)."""
+    with _running_lock:
+        return frozenset(_running)
+
+
 def _channel(endpoint: Endpoint, task_id: str) -> str:
     return endpoint.server.channel(f"task:{task_id}")
 
@@ -82,6 +92,8 @@ def start(
         lease_until=now + timedelta(seconds=LEASE_SECONDS),
     )
     runner = _Runner(endpoint, task, tool, work, ctx, params)
+    with _running_lock:
+        _running.add(task.id)
     # Run once the row is there for the runner's own connection to see.
     transaction.on_commit(
         lambda: workers.run(runner.run), using=router.db_for_write(Task), robust=True
@@ -268,6 +280,8 @@ class _Runner:
                 self._end(*outcome, started=started, rounds=rounds)
             finally:
                 close_old_connections()
+                with _running_lock:
+                    _running.discard(self.task_id)
 
     def _rounds(self) -> tuple[tuple[str, JSON | None], int]:
         for round_number in range(1, MAX_ROUNDS + 1):

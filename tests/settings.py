@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
 import environ
 
@@ -54,6 +55,16 @@ TEMPLATES = [
 DATABASES = {
     "default": env.db("TEST_DATABASE_URL", default="sqlite://:memory:"),
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # A file, as sites run SQLite: threads of their own (a task's work, a stream's call)
+    # wait for each other's writes there, where the shared in-memory database refuses at once.
+    DATABASES["default"]["TEST"] = {
+        "NAME": os.path.join(tempfile.gettempdir(), f"mcp_app_tests_{os.getpid()}.sqlite3")
+    }
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": 20,
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF;",
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 USE_TZ = True
 STATIC_URL = "static/"

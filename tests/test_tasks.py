@@ -1,0 +1,515 @@
+"""Tasks of the 2026-07-28 tasks extension, through the endpoint: creation, polling, input,
+cancellation, expiry, the caller they belong to, and what clients that do not follow tasks get."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.urls import path
+from django.utils import timezone
+
+import mcp_app
+from mcp_app import (
+    ProtocolError,
+    RequestContext,
+    elicit,
+    input_required,
+    run_as_task,
+    tasks,
+    tool_error,
+)
+from mcp_app.models import Task, ToolCall
+from mcp_app.protocol.tasks import EXTENSION
+from project.urls import urlpatterns as site_patterns
+from tests.conftest import modern_request
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.urls(__name__)]
+
+JSON = dict[str, Any]
+FOLLOWS: JSON = {"elicitation": {}, "extensions": {EXTENSION: {}}}
+
+jobs = mcp_app.Server("tasks-tests", rows=False)
+#: Released by tests that hold a task's work in "working".
+gate = threading.Event()
+
+
+@jobs.tool(name="sync-only")
+def sync_only(arguments: JSON, context: RequestContext) -> str:
+    return "done at once"
+
+
+@jobs.tool(name="slow", task="optional")
+def slow(arguments: JSON, context: RequestContext) -> Any:
+    def work(task: RequestContext) -> str:
+        if task.cancelled.wait(float(arguments.get("seconds", 0))):
+            return "stopped"
+        return f"slept {arguments.get('seconds', 0)}"
+
+    return run_as_task(work)
+
+
+@jobs.tool(name="gated", task="optional")
+def gated(arguments: JSON, context: RequestContext) -> Any:
+    def work(task: RequestContext) -> str:
+        gate.wait(10)
+        return "through the gate"
+
+    return run_as_task(work)
+
+
+@jobs.tool(name="only-a-task", task="required")
+def only_a_task(arguments: JSON, context: RequestContext) -> Any:
+    return run_as_task(lambda task: "ran as a task")
+
+
+@jobs.tool(name="tool-error", task="optional")
+def tool_error_job(arguments: JSON, context: RequestContext) -> Any:
+    return run_as_task(lambda task: tool_error("the job failed"))
+
+
+@jobs.tool(name="raises", task="optional")
+def raises(arguments: JSON, context: RequestContext) -> Any:
+    def work(task: RequestContext) -> Any:
+        raise RuntimeError("the disk is full")
+
+    return run_as_task(work)
+
+
+@jobs.tool(name="protocol-error", task="optional")
+def protocol_error(arguments: JSON, context: RequestContext) -> Any:
+    def work(task: RequestContext) -> Any:
+        raise ProtocolError("the backend refused", code=-32603)
+
+    return run_as_task(work)
+
+
+@jobs.tool(name="asks-twice", task="optional")
+def asks_twice(arguments: JSON, context: RequestContext) -> Any:
+    form = {"type": "object", "properties": {"v": {"type": "string"}}}
+
+    def work(task: RequestContext) -> Any:
+        first = task.input_response("q")
+        if task.state is None:
+            # The same key in two rounds: the task's wire keys differ.
+            return input_required({"q": elicit("First?", form)}, state={"round": 1})
+        if task.state == {"round": 1}:
+            return input_required({"q": elicit("Second?", form)}, state={"round": 2, "a": first})
+        return f"{task.state['a']['content']['v']} then {first['content']['v']}"
+
+    return run_as_task(work)
+
+
+@jobs.tool(name="two-at-once", task="optional")
+def two_at_once(arguments: JSON, context: RequestContext) -> Any:
+    def work(task: RequestContext) -> Any:
+        if not task.input_responses:
+            return input_required({"a": elicit("A?"), "b": elicit("B?")})
+        return json.dumps(sorted(task.input_responses))
+
+    return run_as_task(work)
+
+
+@jobs.tool(name="needs-sampling", task="optional")
+def needs_sampling(arguments: JSON, context: RequestContext) -> Any:
+    sample = {"method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 5}}
+    return run_as_task(lambda task: input_required({"s": sample}))
+
+
+@jobs.tool(name="async-work", task="optional")
+def async_work(arguments: JSON, context: RequestContext) -> Any:
+    async def work(task: RequestContext) -> str:
+        return "from a coroutine"
+
+    return run_as_task(work)
+
+
+@jobs.tool(name="asks-first", task="required")
+def asks_first(arguments: JSON, context: RequestContext) -> Any:
+    answer = context.input_response("name")
+    if answer is None:
+        return input_required({"name": elicit("Name?")})
+    return run_as_task(lambda task: f"Hello, {answer['content']['name']}!")
+
+
+plain = mcp_app.Server("tasks-tests-plain", rows=False)
+
+
+@plain.tool(name="plain")
+def plain_tool(arguments: JSON, context: RequestContext) -> str:
+    return "plain"
+
+
+urlpatterns = [*site_patterns, path("jobs/mcp", jobs.urls), path("plain/mcp", plain.urls)]
+
+
+@pytest.fixture(autouse=True)
+def tasks_end_with_the_test() -> Iterator[None]:
+    gate.clear()
+    yield
+    # No work left running into the next test (its database is flushed).
+    gate.set()
+    for task_id in tasks.running():
+        Task.objects.filter(pk=task_id).update(status="cancelled")
+    deadline = time.monotonic() + 10
+    while tasks.running() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not tasks.running()
+
+
+def post(
+    method: str,
+    params: JSON | None = None,
+    *,
+    capabilities: JSON | None = None,
+    client: Client | None = None,
+    url: str = "/jobs/mcp",
+    headers: JSON | None = None,
+) -> Any:
+    body, wire_headers = modern_request(method, params, capabilities=capabilities)
+    if "taskId" in (params or {}):
+        wire_headers["Mcp-Name"] = params["taskId"]  # type: ignore[index]
+    wire_headers.update(headers or {})
+    return (client or Client()).post(
+        url, data=json.dumps(body), content_type="application/json", headers=wire_headers
+    )
+
+
+def call(name: str, arguments: JSON | None = None, **kwargs: Any) -> JSON:
+    response = post("tools/call", {"name": name, "arguments": arguments or {}}, **kwargs)
+    return response.json()  # type: ignore[no-any-return]
+
+
+def start(name: str, arguments: JSON | None = None, **kwargs: Any) -> str:
+    result = call(name, arguments, capabilities=FOLLOWS, **kwargs)["result"]
+    assert result["resultType"] == "task", result
+    return str(result["taskId"])
+
+
+def get(task_id: str, **kwargs: Any) -> JSON:
+    response = post("tasks/get", {"taskId": task_id}, capabilities=FOLLOWS, **kwargs)
+    return response.json()  # type: ignore[no-any-return]
+
+
+def until(task_id: str, done: Callable[[JSON], bool], seconds: float = 10.0) -> JSON:
+    deadline = time.monotonic() + seconds
+    while True:
+        task = get(task_id)["result"]
+        if done(task) or time.monotonic() > deadline:
+            return task
+        time.sleep(0.05)
+
+
+def terminal(task_id: str) -> JSON:
+    return until(task_id, lambda t: t["status"] in ("completed", "failed", "cancelled"))
+
+
+def update(task_id: str, responses: Any) -> Any:
+    params = {"taskId": task_id, "inputResponses": responses}
+    return post("tasks/update", params, capabilities=FOLLOWS)
+
+
+def cancel(task_id: str, **kwargs: Any) -> Any:
+    return post("tasks/cancel", {"taskId": task_id}, capabilities=FOLLOWS, **kwargs)
+
+
+# -- creating a task ----------------------------------------------------------------------------
+
+
+def test_a_client_that_follows_tasks_gets_a_task_handle_it_can_poll_at_once() -> None:
+    result = call("gated", capabilities=FOLLOWS)["result"]
+    assert result["resultType"] == "task"
+    assert result["status"] == "working"
+    assert set(result) >= {"taskId", "createdAt", "lastUpdatedAt", "ttlMs", "pollIntervalMs"}
+    assert result["ttlMs"] == 3600 * 1000 and result["pollIntervalMs"] == 1000
+    assert result["createdAt"].endswith("Z") and "T" in result["createdAt"]
+    for absent in ("task", "result", "error", "inputRequests", "requestState", "ttl", "content"):
+        assert absent not in result
+    # Durable before the handle was sent: the next request finds it.
+    got = get(result["taskId"])["result"]
+    assert got["resultType"] == "complete"
+    assert (got["taskId"], got["status"]) == (result["taskId"], "working")
+    assert "result" not in got
+    gate.set()
+    done = terminal(result["taskId"])
+    assert done["status"] == "completed"
+    assert done["result"]["content"] == [{"type": "text", "text": "through the gate"}]
+    assert "_meta" not in done["result"]
+
+
+def test_a_client_that_does_not_follow_tasks_gets_the_result_in_the_request() -> None:
+    result = call("slow", {"seconds": 0})["result"]
+    assert result["resultType"] == "complete"
+    assert result["content"] == [{"type": "text", "text": "slept 0"}]
+    assert not Task.objects.exists()
+
+
+def test_a_tool_without_task_support_answers_in_the_request_for_everyone() -> None:
+    result = call("sync-only", capabilities=FOLLOWS)["result"]
+    assert result["resultType"] == "complete" and "taskId" not in result
+
+
+def test_a_task_only_tool_refuses_a_client_that_does_not_follow_tasks() -> None:
+    response = post("tools/call", {"name": "only-a-task", "arguments": {}})
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == -32021
+    assert error["data"] == {"requiredCapabilities": {"extensions": {EXTENSION: {}}}}
+    task_id = start("only-a-task")
+    assert terminal(task_id)["result"]["content"][0]["text"] == "ran as a task"
+
+
+def test_the_extension_is_advertised_by_servers_with_task_tools_only() -> None:
+    caps = post("server/discover").json()["result"]["capabilities"]
+    assert caps["extensions"] == {EXTENSION: {}}
+    assert "tasks" not in caps
+    caps = post("server/discover", url="/plain/mcp").json()["result"]["capabilities"]
+    assert "extensions" not in caps
+
+
+def test_async_work_runs_too() -> None:
+    assert terminal(start("async-work"))["result"]["content"][0]["text"] == "from a coroutine"
+
+
+# -- how work ends ---------------------------------------------------------------------------------
+
+
+def test_a_tool_error_completes_the_task_with_an_error_result() -> None:
+    done = terminal(start("tool-error"))
+    assert done["status"] == "completed"
+    assert done["result"]["isError"] is True
+
+
+def test_an_exception_in_the_work_is_an_error_result_as_for_a_handler() -> None:
+    done = terminal(start("raises"))
+    assert done["status"] == "completed"
+    assert done["result"]["content"][0]["text"] == "the disk is full"
+
+
+def test_a_protocol_error_fails_the_task_with_the_error() -> None:
+    done = terminal(start("protocol-error"))
+    assert done["status"] == "failed"
+    assert done["error"] == {"code": -32603, "message": "the backend refused"}
+    assert "result" not in done
+
+
+def test_the_task_is_audited_as_one_call_when_it_ends() -> None:
+    terminal(start("slow", {"seconds": 0}))
+    deadline = time.monotonic() + 5
+    while not ToolCall.objects.filter(name="slow").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    row = ToolCall.objects.get(name="slow")
+    assert (row.method, row.outcome, row.era, row.rounds) == ("tools/call", "complete", "modern", 0)
+
+
+# -- input -----------------------------------------------------------------------------------------
+
+
+def test_input_is_asked_on_the_task_and_answered_by_update() -> None:
+    task_id = start("asks-twice")
+    first = until(task_id, lambda t: t["status"] == "input_required")
+    assert list(first["inputRequests"]) == ["1.q"]
+    assert first["inputRequests"]["1.q"]["params"]["message"] == "First?"
+    ack = update(task_id, {"1.q": {"action": "accept", "content": {"v": "red"}}})
+    assert ack.json()["result"] == {
+        "resultType": "complete",
+        "_meta": ack.json()["result"]["_meta"],
+    }
+    second = until(task_id, lambda t: "2.q" in t.get("inputRequests", {}))
+    # The key of each round is new, so an answer is never taken for another question.
+    assert list(second["inputRequests"]) == ["2.q"]
+    update(task_id, {"2.q": {"action": "accept", "content": {"v": "blue"}}})
+    assert terminal(task_id)["result"]["content"][0]["text"] == "red then blue"
+
+
+def test_a_partial_update_keeps_the_task_waiting_for_the_rest() -> None:
+    task_id = start("two-at-once")
+    asked = until(task_id, lambda t: t["status"] == "input_required")
+    assert sorted(asked["inputRequests"]) == ["1.a", "1.b"]
+    update(task_id, {"1.a": {"action": "accept", "content": {}}, "never-asked": {}})
+    partly = get(task_id)["result"]
+    assert partly["status"] == "input_required"
+    assert list(partly["inputRequests"]) == ["1.b"]
+    update(task_id, {"1.b": {"action": "decline"}})
+    assert terminal(task_id)["result"]["content"][0]["text"] == '["a", "b"]'
+
+
+def test_concurrent_partial_updates_keep_every_answer() -> None:
+    task_id = start("two-at-once")
+    until(task_id, lambda t: t["status"] == "input_required")
+    threads = [
+        threading.Thread(target=update, args=(task_id, {key: {"action": "decline"}}))
+        for key in ("1.a", "1.b")
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert terminal(task_id)["status"] == "completed"
+
+
+def test_update_of_a_task_that_waits_for_nothing_is_acknowledged_and_ignored() -> None:
+    task_id = start("gated")
+    assert update(task_id, {"x": {}}).json()["result"]["resultType"] == "complete"
+    gate.set()
+    assert terminal(task_id)["status"] == "completed"
+
+
+def test_update_needs_input_responses_as_an_object() -> None:
+    task_id = start("gated")
+    response = post("tasks/update", {"taskId": task_id}, capabilities=FOLLOWS)
+    assert response.json()["error"]["code"] == -32602
+
+
+def test_input_the_client_cannot_give_fails_the_task() -> None:
+    done = terminal(start("needs-sampling"))
+    assert done["status"] == "failed"
+    assert done["error"]["code"] == -32021
+
+
+def test_input_asked_before_the_task_is_a_multi_round_trip_of_the_request() -> None:
+    first = call("asks-first", capabilities=FOLLOWS)["result"]
+    assert first["resultType"] == "input_required" and "taskId" not in first
+    params = {
+        "name": "asks-first",
+        "arguments": {},
+        "inputResponses": {"name": {"action": "accept", "content": {"name": "Ada"}}},
+        "requestState": first.get("requestState"),
+    }
+    params = {k: v for k, v in params.items() if v is not None}
+    second = post("tools/call", params, capabilities=FOLLOWS).json()["result"]
+    assert second["resultType"] == "task" and "requestState" not in second
+    assert terminal(second["taskId"])["result"]["content"][0]["text"] == "Hello, Ada!"
+
+
+# -- cancelling --------------------------------------------------------------------------------------
+
+
+def test_cancel_ends_the_task_cancelled_and_tells_the_work() -> None:
+    task_id = start("slow", {"seconds": 60})
+    started = time.monotonic()
+    ack = cancel(task_id).json()["result"]
+    assert ack["resultType"] == "complete"
+    assert not {"taskId", "status", "result", "error"} & set(ack)
+    assert get(task_id)["result"]["status"] == "cancelled"
+    # The work saw its cancelled event and ended long before its 60 seconds.
+    deadline = time.monotonic() + 5
+    while not ToolCall.objects.filter(name="slow").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert time.monotonic() - started < 10
+    assert ToolCall.objects.get(name="slow").outcome == "cancelled"
+    assert get(task_id)["result"]["status"] == "cancelled"
+
+
+def test_cancelling_a_waiting_task_ends_its_wait() -> None:
+    task_id = start("two-at-once")
+    until(task_id, lambda t: t["status"] == "input_required")
+    cancel(task_id)
+    done = get(task_id)["result"]
+    assert done["status"] == "cancelled" and "inputRequests" not in done
+
+
+def test_cancelling_an_ended_task_is_acknowledged_the_same() -> None:
+    task_id = start("slow", {"seconds": 0})
+    assert terminal(task_id)["status"] == "completed"
+    assert cancel(task_id).json()["result"]["resultType"] == "complete"
+    assert get(task_id)["result"]["status"] == "completed"
+
+
+# -- whose task, and for how long ------------------------------------------------------------------------
+
+
+def test_unknown_tasks_are_invalid_params() -> None:
+    for method in ("tasks/get", "tasks/cancel"):
+        response = post(method, {"taskId": "no-such-task"}, capabilities=FOLLOWS)
+        assert response.json()["error"]["code"] == -32602
+    response = update("no-such-task", {})
+    assert response.json()["error"]["code"] == -32602
+
+
+def test_a_task_belongs_to_its_caller() -> None:
+    ada = Client()
+    ada.force_login(get_user_model().objects.create_user("ada"))
+    task_id = start("gated", client=ada)
+    assert get(task_id, client=ada)["result"]["status"] == "working"
+    bob = Client()
+    bob.force_login(get_user_model().objects.create_user("bob"))
+    for client in (bob, Client()):
+        assert get(task_id, client=client)["error"]["code"] == -32602
+        assert cancel(task_id, client=client).json()["error"]["code"] == -32602
+    assert get(task_id, client=ada)["result"]["status"] == "working"
+
+
+def test_a_task_past_its_time_to_live_is_unknown() -> None:
+    task_id = start("slow", {"seconds": 0})
+    terminal(task_id)
+    Task.objects.filter(pk=task_id).update(expires=timezone.now() - timedelta(seconds=1))
+    assert get(task_id)["error"]["code"] == -32602
+
+
+def test_a_task_whose_process_stopped_vouching_for_it_is_failed() -> None:
+    task_id = start("gated")
+    Task.objects.filter(pk=task_id).update(lease_until=timezone.now() - timedelta(seconds=1))
+    done = get(task_id)["result"]
+    assert done["status"] == "failed"
+    assert "ended before it finished" in done["error"]["message"]
+    gate.set()
+    time.sleep(0.2)
+    # What the work ends with later does not change a task that has ended.
+    assert get(task_id)["result"]["status"] == "failed"
+
+
+# -- the wire ----------------------------------------------------------------------------------------
+
+
+def test_task_methods_need_the_extension_declared_on_the_request() -> None:
+    task_id = start("gated")
+    for method, params in (
+        ("tasks/get", {"taskId": task_id}),
+        ("tasks/cancel", {"taskId": task_id}),
+        ("tasks/update", {"taskId": task_id, "inputResponses": {}}),
+    ):
+        error = post(method, params).json()["error"]
+        assert error["code"] == -32021
+        assert error["data"]["requiredCapabilities"] == {"extensions": {EXTENSION: {}}}
+
+
+def test_task_methods_name_the_task_in_mcp_name() -> None:
+    task_id = start("gated")
+    mismatched = post(
+        "tasks/get", {"taskId": task_id}, capabilities=FOLLOWS, headers={"Mcp-Name": "x"}
+    )
+    assert mismatched.status_code == 400
+    assert mismatched.json()["error"]["code"] == -32020
+
+
+@pytest.mark.parametrize("method", ["tasks/result", "tasks/list"])
+def test_the_first_tasks_methods_are_not_served(method: str) -> None:
+    assert post(method, {"taskId": "x"}, capabilities=FOLLOWS).json()["error"]["code"] == -32601
+
+
+def test_a_legacy_task_param_makes_no_task_of_a_tool_without_support() -> None:
+    params = {"name": "sync-only", "arguments": {}, "task": {"ttl": 1000}}
+    result = post("tools/call", params, capabilities=FOLLOWS).json()["result"]
+    assert result["resultType"] == "complete"
+
+
+def test_task_methods_are_unknown_on_an_initialize_era_session() -> None:
+    from mcp_app.testing import MCPClient, MCPClientError
+
+    client = MCPClient(jobs, versions=["2025-11-25"])
+    assert MCPClient.text(client.call_tool("slow", {"seconds": 0})) == "slept 0"
+    with pytest.raises(MCPClientError) as caught:
+        client.request("tasks/get", {"taskId": "x"})
+    assert caught.value.code == -32601
+    with pytest.raises(MCPClientError) as caught:
+        client.call_tool("only-a-task")
+    assert caught.value.code == -32600
+    client.close()
