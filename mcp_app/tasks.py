@@ -61,6 +61,61 @@ def running() -> frozenset[str]:
         return frozenset(_running)
 
 
+class _Watcher:
+    """One thread for the process's running tasks: every ``WAKE_SECONDS`` it tells the work of
+    a task that ended elsewhere (cancelled on another worker, whatever the delivery backend)
+    and renews the leases of the others."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.contexts: dict[str, RequestContext] = {}
+        self.thread: threading.Thread | None = None
+
+    def add(self, task_id: str, ctx: RequestContext) -> None:
+        with self.lock:
+            self.contexts[task_id] = ctx
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._loop, name="mcp-tasks", daemon=True)
+                self.thread.start()
+
+    def remove(self, task_id: str) -> None:
+        with self.lock:
+            self.contexts.pop(task_id, None)
+
+    def _loop(self) -> None:
+        renewed = time.monotonic()
+        while True:
+            time.sleep(WAKE_SECONDS)
+            with self.lock:
+                watched = dict(self.contexts)
+                if not watched:
+                    self.thread = None
+                    return
+            try:
+                renewed = self._check(watched, renewed)
+            except Exception:
+                logger.exception("Could not check the running tasks")
+            finally:
+                close_old_connections()
+
+    @staticmethod
+    def _check(watched: dict[str, RequestContext], renewed: float) -> float:
+        from .models import Task
+
+        rows = Task.objects.filter(pk__in=list(watched), status__in=_OPEN)
+        still_open = set(rows.values_list("pk", flat=True))
+        for task_id, ctx in watched.items():
+            if task_id not in still_open:
+                ctx.cancelled.set()
+        if time.monotonic() - renewed >= LEASE_SECONDS / 4:
+            rows.update(lease_until=timezone.now() + timedelta(seconds=LEASE_SECONDS))
+            renewed = time.monotonic()
+        return renewed
+
+
+_watcher = _Watcher()
+
+
 def _channel(endpoint: Endpoint, task_id: str) -> str:
     return endpoint.server.channel(f"task:{task_id}")
 
@@ -255,7 +310,6 @@ class _Runner:
         self.ctx.definition = tool
         self.ctx.config = tool.config
         self.woken = threading.Event()
-        self.renewed = time.monotonic()
 
     def _sink(self, channel: str, message: JSON) -> None:
         if message.get("cancel"):
@@ -263,11 +317,17 @@ class _Runner:
         self.woken.set()
 
     def run(self) -> None:
+        from .models import Task
+
         started = time.perf_counter()
         unsubscribe = backend().subscribe([_channel(self.endpoint, self.task_id)], self._sink)
+        _watcher.add(self.task_id, self.ctx)
         outcome: tuple[str, JSON | None] = (wire.CANCELLED, None)
         rounds = 0
         try:
+            # Read after subscribing: a cancel published before is in the row already.
+            if not Task.objects.filter(pk=self.task_id, status__in=_OPEN).exists():
+                self.ctx.cancelled.set()
             outcome, rounds = self._rounds()
         except ProtocolError as exc:
             outcome = (wire.FAILED, exc.to_error())
@@ -276,6 +336,7 @@ class _Runner:
             outcome = (wire.FAILED, InternalError("Internal error").to_error())
         finally:
             unsubscribe()
+            _watcher.remove(self.task_id)
             try:
                 self._end(*outcome, started=started, rounds=rounds)
             finally:
@@ -323,7 +384,6 @@ class _Runner:
         while True:
             self.woken.wait(WAKE_SECONDS)
             self.woken.clear()
-            self._renew()
             found = Task.objects.filter(pk=self.task_id).values("status", "answers").first()
             if found is None or found["status"] != wire.INPUT_REQUIRED or self.ctx.is_cancelled:
                 return None
@@ -337,16 +397,6 @@ class _Runner:
         ):
             return None
         return {wire.handler_key(k): got[k] for k in requests}
-
-    def _renew(self) -> None:
-        from .models import Task
-
-        if time.monotonic() - self.renewed < LEASE_SECONDS / 4:
-            return
-        self.renewed = time.monotonic()
-        Task.objects.filter(pk=self.task_id, status__in=_OPEN).update(
-            lease_until=timezone.now() + timedelta(seconds=LEASE_SECONDS)
-        )
 
     def _end(self, status: str, payload: JSON | None, *, started: float, rounds: int) -> None:
         if status == wire.COMPLETED:

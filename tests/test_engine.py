@@ -1025,3 +1025,77 @@ def test_a_tool_schema_that_cannot_be_used_is_an_internal_error_naming_it(
     with pytest.raises(InternalError, match="Tool looped has an input schema that cannot be used"):
         call(engine, catalog, "looped", {"x": 1})
     assert "refers to itself without end" in caplog.text
+
+
+# ---------------------------------------------------------------- work handed to a task
+
+
+def handing_over(value: Any) -> Any:
+    from mcp_app.protocol.tasks import run_as_task
+
+    def handler(arguments: Any, ctx: RequestContext) -> Any:
+        return run_as_task(lambda task: value)
+
+    return handler
+
+
+def test_work_handed_to_a_task_goes_to_a_client_that_follows_tasks() -> None:
+    from mcp_app.protocol.tasks import TaskWork
+
+    catalog = Catalog(1, tools=[tool("job", handing_over("done"), task="optional")])
+    ctx = make_ctx()
+    ctx.follows_tasks = True
+    outcome = make_engine().handle("tools/call", {"name": "job"}, ctx, catalog)
+    assert isinstance(outcome, TaskWork)
+    assert make_engine().run_work(catalog.tool_map["job"], outcome, ctx) == {
+        "content": [{"type": "text", "text": "done"}]
+    }
+
+
+def test_work_handed_to_a_task_is_done_in_the_request_for_other_clients() -> None:
+    catalog = Catalog(1, tools=[tool("job", handing_over("done"), task="optional")])
+    assert call(make_engine(), catalog, "job")["content"][0]["text"] == "done"
+    # A tool that declared no task support runs its work in the request for everyone.
+    catalog = Catalog(1, tools=[tool("job", handing_over("done"))])
+    ctx = make_ctx()
+    ctx.follows_tasks = True
+    assert make_engine().handle("tools/call", {"name": "job"}, ctx, catalog)["content"]
+
+
+def test_work_asking_for_input_in_the_request_is_a_request_for_input() -> None:
+    asked = input_required({"q": elicit("Q?")})
+    catalog = Catalog(1, tools=[tool("job", handing_over(asked), task="optional")])
+    assert call(make_engine(), catalog, "job") is asked
+
+
+def test_work_that_hands_over_again_is_an_internal_error() -> None:
+    from mcp_app.protocol.tasks import run_as_task
+
+    again = run_as_task(lambda task: "x")
+    catalog = Catalog(1, tools=[tool("job", handing_over(again), task="optional")])
+    with pytest.raises(InternalError, match="handed a task's work to another task"):
+        call(make_engine(), catalog, "job")
+
+
+def test_a_task_only_tool_needs_a_client_that_follows_tasks() -> None:
+    catalog = Catalog(1, tools=[tool("job", handing_over("x"), task="required")])
+    with pytest.raises(ProtocolError) as caught:
+        call(make_engine(), catalog, "job")
+    assert caught.value.code == -32021
+    with pytest.raises(ProtocolError) as caught:
+        call(make_engine(), catalog, "job", protocol_version="2025-11-25")
+    assert caught.value.code == -32600
+
+
+def test_task_support_is_advertised_as_the_extension() -> None:
+    options = ServerOptions()
+    with_tasks = Catalog(1, tools=[tool("job", handing_over("x"), task="optional")])
+    assert options.capabilities(with_tasks)["extensions"] == {"io.modelcontextprotocol/tasks": {}}
+    assert "extensions" not in options.capabilities(Catalog(1, tools=[tool("t", returning(1))]))
+
+
+def test_task_support_is_one_of_three_words() -> None:
+    from mcp_app.exceptions import DefinitionError
+
+    with pytest.raises(DefinitionError, match="task must be one of"):
+        tool("job", returning(1), task="sometimes")

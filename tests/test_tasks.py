@@ -513,3 +513,27 @@ def test_task_methods_are_unknown_on_an_initialize_era_session() -> None:
         client.call_tool("only-a-task")
     assert caught.value.code == -32600
     client.close()
+
+
+def test_a_long_running_task_keeps_its_lease(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tasks, "LEASE_SECONDS", 0.6)
+    monkeypatch.setattr(tasks, "WAKE_SECONDS", 0.05)
+    task_id = start("gated")
+    time.sleep(1.2)  # two leases' time: renewed meanwhile, or it would be failed now
+    assert get(task_id)["result"]["status"] == "working"
+    gate.set()
+    assert terminal(task_id)["status"] == "completed"
+
+
+def test_a_task_cancelled_where_no_message_reaches_its_process_is_stopped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(tasks, "WAKE_SECONDS", 0.05)
+    task_id = start("slow", {"seconds": 60})
+    # As another worker does it, with a delivery backend that does not reach this one.
+    Task.objects.filter(pk=task_id).update(status="cancelled")
+    deadline = time.monotonic() + 5
+    while task_id in tasks.running() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert task_id not in tasks.running()
+    assert get(task_id)["result"]["status"] == "cancelled"
