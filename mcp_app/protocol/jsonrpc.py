@@ -7,6 +7,7 @@ import json
 import logging
 import math
 import re
+from collections.abc import Callable
 from typing import Any, Final
 
 logger = logging.getLogger("mcp_app")
@@ -318,19 +319,6 @@ def _unencodable(message: Any, by: json.JSONEncoder) -> str:
     values as their text (and NaN and lone surrogates mended as ``_mended`` does), or, if it
     holds itself, raises ``ValueError``. Either way it is logged.
     """
-    if isinstance(message, list):
-        return "[" + by.item_separator.join(encode(item, by) for item in message) + "]"
-    if isinstance(message, dict) and "id" in message and "method" not in message:
-        logger.exception(
-            "The answer to request %r held a value JSON cannot carry; an internal error was "
-            "sent instead",
-            message["id"],
-        )
-        return by.encode(error_response(message["id"], InternalError("Internal error")))
-    logger.exception(
-        "A %s message held a value JSON cannot carry; sent with its text in its place",
-        message.get("method") if isinstance(message, dict) else type(message).__name__,
-    )
 
     def as_text(value: Any) -> Any:
         try:
@@ -338,34 +326,60 @@ def _unencodable(message: Any, by: json.JSONEncoder) -> str:
         except TypeError:
             return str(value)
 
-    lenient = json.JSONEncoder(
-        ensure_ascii=by.ensure_ascii,
-        separators=(by.item_separator, by.key_separator),
-        allow_nan=False,
-        default=as_text,
+    def leniently() -> str:
+        lenient = json.JSONEncoder(
+            ensure_ascii=by.ensure_ascii,
+            separators=(by.item_separator, by.key_separator),
+            allow_nan=False,
+            default=as_text,
+        )
+        try:
+            return lenient.encode(_sendable(message))
+        except RecursionError:
+            raise ValueError("Circular reference detected") from None
+
+    return _instead(
+        message, by, "a value JSON cannot carry", "its text", logger.exception, leniently
     )
-    try:
-        return lenient.encode(_sendable(message))
-    except RecursionError:
-        raise ValueError("Circular reference detected") from None
 
 
 def _mended(message: Any, by: json.JSONEncoder) -> str:
+    return _instead(
+        message,
+        by,
+        "NaN, Infinity or a lone surrogate, which JSON cannot carry",
+        "null and U+FFFD",
+        logger.error,
+        lambda: by.encode(_sendable(message)),
+    )
+
+
+def _instead(
+    message: Any,
+    by: json.JSONEncoder,
+    held: str,
+    sent_with: str,
+    log: Callable[..., None],
+    other: Callable[[], str],
+) -> str:
+    """What is sent for a message that cannot go as it is: an internal error for a response
+    (each of a batch on its own), ``other()`` for any other message; logged either way."""
     if isinstance(message, list):
         return "[" + by.item_separator.join(encode(item, by) for item in message) + "]"
     if isinstance(message, dict) and "id" in message and "method" not in message:
-        logger.error(
-            "The answer to request %r held NaN, Infinity or a lone surrogate, which JSON "
-            "cannot carry; an internal error was sent instead",
+        log(
+            "The answer to request %r held %s; an internal error was sent instead",
             message["id"],
+            held,
         )
         return by.encode(error_response(message["id"], InternalError("Internal error")))
-    logger.error(
-        "A %s message held NaN, Infinity or a lone surrogate, which JSON cannot carry; sent "
-        "with null and U+FFFD in their place",
+    log(
+        "A %s message held %s; sent with %s in its place",
         message.get("method") if isinstance(message, dict) else type(message).__name__,
+        held,
+        sent_with,
     )
-    return by.encode(_sendable(message))
+    return other()
 
 
 def _sendable(value: Any) -> Any:
