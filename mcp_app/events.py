@@ -3,21 +3,26 @@
 from __future__ import annotations
 
 import functools
+import json
 import secrets
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from django.core.serializers.json import DjangoJSONEncoder
 from django.utils import timezone
 
 from .conf import conf
 from .delivery import backend
+from .protocol import jsonrpc
 from .protocol.modern import visible_ascii
 
 if TYPE_CHECKING:
     from .server import Server
 
 JSON = dict[str, Any]
+#: Encodes an event as its stream sends it.
+_ENCODER = jsonrpc.encoder(cls=DjangoJSONEncoder, ensure_ascii=False)
 
 
 #: Most digits an event number is read with: more than a stream ever has.
@@ -63,10 +68,15 @@ class StreamLog:
         return f"{self.stream}-0"
 
     def append(self, message: JSON) -> str:
-        """Record ``message``, publish it on the stream's channel, and return its event id."""
+        """Record ``message``, publish it on the stream's channel, and return its event id.
+
+        It is kept as it is sent: dates and decimals as text, as answers encode them, and a
+        value JSON cannot carry as ``jsonrpc.encode`` replaces it.
+        """
         self.open()
         self.seq += 1
-        _write(self.session_id, self.stream, self.seq, message, self.channel)
+        kept = json.loads(jsonrpc.encode(message, _ENCODER))
+        _write(self.session_id, self.stream, self.seq, kept, self.channel)
         return f"{self.stream}-{self.seq}"
 
 

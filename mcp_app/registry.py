@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from django.utils.functional import Promise
+
 from .exceptions import DefinitionError
 from .protocol.tasks import SUPPORT as TASK_SUPPORT
 from .uritemplate import URITemplate, URITemplateError
@@ -62,7 +64,8 @@ def _check_face(kind: str, name: str, definition: Any) -> None:
     """What every definition lists the same way: text, icons, annotations and ``_meta``."""
     for attribute in ("title", "description"):
         value = getattr(definition, attribute)
-        if value is not None and not isinstance(value, str):
+        # Text, or Django's lazy text (gettext_lazy), which is listed translated.
+        if value is not None and not isinstance(value, str | Promise):
             raise DefinitionError(f"{kind} {name!r}: {attribute} must be text")
     icons = definition.icons
     if icons is not None and (

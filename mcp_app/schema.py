@@ -148,8 +148,9 @@ class JSONSchemaValidator(Validator):
         try:
             errors = sorted(compiled.iter_errors(instance), key=_relevance)
         except RecursionError:
-            # A loop reached only through the instance's own values.
-            raise SchemaError(_LOOP) from None
+            # A loop reached only through the instance's own values, or a value nested deeper
+            # than a recursive schema can follow.
+            raise SchemaError(_TOO_DEEP) from None
         except Unresolvable as error:
             # The static check in _compile misses references reached only through other
             # references (e.g. into an unknown keyword), so they can still fail here.
@@ -273,6 +274,10 @@ def _compile(key: str) -> tuple[Any, Any]:
 
 
 _LOOP = "the schema refers to itself without end ($ref loop)"
+_TOO_DEEP = (
+    "validating recursed too deeply: the schema refers to itself without end ($ref loop), "
+    "or the value nests deeper than it can follow"
+)
 
 
 # -- a quick check for the schemas most tools have ------------------------------------------

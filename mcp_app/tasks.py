@@ -1,24 +1,31 @@
-"""Tasks of the 2026-07-28 tasks extension: kept as ``Task`` rows, run by a thread of the process
-that created them, and answered about by any worker.
+"""Tasks of the 2026-07-28 tasks extension: kept as ``Task`` rows, run by the process that
+created them, and answered about by any worker.
 
 The row is written before its ``CreateTaskResult`` is sent, so ``tasks/get`` finds it at once
-on every worker. The thread running the work vouches for it with a lease it renews; a task
-whose lease ran out (its process ended) is failed when next asked about. ``tasks/update``
-stores the client's answers in the row and wakes the thread through the delivery backend
-(and the thread reads the row again every ``WAKE_SECONDS`` in any case). ``tasks/cancel``
-makes the task cancelled at once and sets the work's ``cancelled`` event.
+on every worker. The work runs in a pool thread; when it asks for input the task waits in
+``input_required`` without a thread. One watcher thread per process looks after its tasks
+every ``WAKE_SECONDS`` (sooner when the delivery backend brings word of a task): it renews
+their leases, resumes a waiting task once ``tasks/update`` has answered all its requests,
+stops the work of a task that ended elsewhere (cancelled on another worker), and fails a
+task that outlived its time to live. A task whose process ended stops being vouched for and
+is failed when next asked about. Every write to a task row that may race another comes before
+any read of it in its transaction, so SQLite's lock upgrades cannot deadlock.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import logging
 import secrets
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import close_old_connections, router, transaction
 from django.utils import timezone
 
@@ -42,82 +49,31 @@ logger = logging.getLogger("mcp_app")
 
 JSON = dict[str, Any]
 
-#: Seconds a lease vouches for a running task; the thread renews it well before.
+#: Seconds a lease vouches for a task; the watcher renews it every quarter of that.
 LEASE_SECONDS = 60.0
-#: Longest a waiting task's thread goes without reading its row again.
+#: Longest the watcher goes without looking after the process's tasks.
 WAKE_SECONDS = 1.0
 #: Most rounds of input one task's work may ask for.
 MAX_ROUNDS = 50
 _OPEN = (wire.WORKING, wire.INPUT_REQUIRED)
-
-
-_running: set[str] = set()
-_running_lock = threading.Lock()
+#: Encodes a result as plain answers are encoded (dates, decimals, UUIDs) before it is kept.
+_ENCODER = jsonrpc.encoder(cls=DjangoJSONEncoder, ensure_ascii=False)
 
 
 def running() -> frozenset[str]:
-    """The ids of the tasks whose work this process is running (or about to)."""
-    with _running_lock:
-        return frozenset(_running)
-
-
-class _Watcher:
-    """One thread for the process's running tasks: every ``WAKE_SECONDS`` it tells the work of
-    a task that ended elsewhere (cancelled on another worker, whatever the delivery backend)
-    and renews the leases of the others."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.contexts: dict[str, RequestContext] = {}
-        self.thread: threading.Thread | None = None
-
-    def add(self, task_id: str, ctx: RequestContext) -> None:
-        with self.lock:
-            self.contexts[task_id] = ctx
-            if self.thread is None:
-                self.thread = threading.Thread(target=self._loop, name="mcp-tasks", daemon=True)
-                self.thread.start()
-
-    def remove(self, task_id: str) -> None:
-        with self.lock:
-            self.contexts.pop(task_id, None)
-
-    def _loop(self) -> None:
-        renewed = time.monotonic()
-        while True:
-            time.sleep(WAKE_SECONDS)
-            with self.lock:
-                watched = dict(self.contexts)
-                if not watched:
-                    self.thread = None
-                    return
-            try:
-                renewed = self._check(watched, renewed)
-            except Exception:
-                logger.exception("Could not check the running tasks")
-            finally:
-                close_old_connections()
-
-    @staticmethod
-    def _check(watched: dict[str, RequestContext], renewed: float) -> float:
-        from .models import Task
-
-        rows = Task.objects.filter(pk__in=list(watched), status__in=_OPEN)
-        still_open = set(rows.values_list("pk", flat=True))
-        for task_id, ctx in watched.items():
-            if task_id not in still_open:
-                ctx.cancelled.set()
-        if time.monotonic() - renewed >= LEASE_SECONDS / 4:
-            rows.update(lease_until=timezone.now() + timedelta(seconds=LEASE_SECONDS))
-            renewed = time.monotonic()
-        return renewed
-
-
-_watcher = _Watcher()
+    """The ids of this process's tasks that have not ended (working, or waiting for input)."""
+    with _watcher.lock:
+        return frozenset(_watcher.tasks)
 
 
 def _channel(endpoint: Endpoint, task_id: str) -> str:
     return endpoint.server.channel(f"task:{task_id}")
+
+
+def _rows(task_id: str) -> Any:
+    from .models import Task
+
+    return Task.objects.filter(pk=task_id)
 
 
 def start(
@@ -147,13 +103,16 @@ def start(
         lease_until=now + timedelta(seconds=LEASE_SECONDS),
     )
     runner = _Runner(endpoint, task, tool, work, ctx, params)
-    with _running_lock:
-        _running.add(task.id)
-    # Run once the row is there for the runner's own connection to see.
-    transaction.on_commit(
-        lambda: workers.run(runner.run), using=router.db_for_write(Task), robust=True
-    )
+    # Started once the row is there for the runner's own connection to see.
+    transaction.on_commit(runner.start, using=router.db_for_write(Task), robust=True)
     return wire.created(_task_fields(task))
+
+
+def clean() -> int:
+    """Delete the tasks past their time to live (``tasks/get`` no longer finds them); how many."""
+    from .models import Task
+
+    return int(Task.objects.filter(expires__lte=timezone.now()).delete()[0])
 
 
 def _task_fields(task: Task) -> JSON:
@@ -189,79 +148,64 @@ def handle(endpoint: Endpoint, method: str, params: Mapping[str, Any], ctx: Requ
     if not ctx.follows_tasks:
         raise wire.missing_extension()
     task_id = wire.task_id_of(params)
+    mine = _rows(task_id).filter(
+        server=endpoint.server.name, caller=caller_id(ctx.user), expires__gt=timezone.now()
+    )
     if method == "tasks/update":
-        responses = wire.input_responses_of(params)
-        _update(endpoint, _found(endpoint, task_id, ctx), responses)
+        _update(endpoint, task_id, mine, wire.input_responses_of(params))
         return {}
     if method == "tasks/cancel":
-        _cancel(endpoint, _found(endpoint, task_id, ctx))
+        if _finish(mine, wire.CANCELLED, message="Cancelled by the client"):
+            backend().publish(_channel(endpoint, task_id), {"ended": True})
+        elif not mine.exists():
+            raise wire.unknown_task(task_id)
         return {}
-    return detailed(_found(endpoint, task_id, ctx))
-
-
-def _found(endpoint: Endpoint, task_id: str, ctx: RequestContext) -> Task:
-    """The caller's task, failed first if its process stopped vouching for it.
-
-    Raises:
-        InvalidParams: unknown, another caller's, or past its time to live.
-    """
-    from .models import Task
-
-    now = timezone.now()
-    task = Task.objects.filter(
-        pk=task_id, server=endpoint.server.name, caller=caller_id(ctx.user)
-    ).first()
-    if task is None or (task.expires is not None and task.expires <= now):
+    _finish(
+        mine.filter(lease_until__lte=timezone.now()),
+        wire.FAILED,
+        error=InternalError("The process running the task ended before it finished").to_error(),
+        message="The process running the task ended",
+    )
+    task = mine.first()
+    if task is None:
         raise wire.unknown_task(task_id)
-    if task.status in _OPEN and task.lease_until is not None and task.lease_until <= now:
-        ended = InternalError("The server process running the task ended before it finished")
-        _finish(task.id, wire.FAILED, error=ended.to_error())
-        task.refresh_from_db()
-    return task
+    return detailed(task)
 
 
-def _update(endpoint: Endpoint, task: Task, responses: Mapping[str, Any]) -> None:
-    """Keep the answers to requests the task waits for (others are ignored), then wake it."""
+def _update(endpoint: Endpoint, task_id: str, mine: Any, responses: Mapping[str, Any]) -> None:
+    """Keep the answers to requests the task waits for and has no answer to yet (others are
+    ignored), then wake it."""
     from .models import Task
 
-    if task.status != wire.INPUT_REQUIRED:
-        return
-    rows = Task.objects.filter(pk=task.id, status=wire.INPUT_REQUIRED)
+    waiting = mine.filter(status=wire.INPUT_REQUIRED)
     with transaction.atomic(using=router.db_for_write(Task)):
-        # Written first, so concurrent partial updates wait for each other (a row lock on
-        # PostgreSQL, the write lock on SQLite) and none loses another's answers.
-        if not rows.update(updated=timezone.now()):
-            return
-        current = rows.values("input_requests", "answers").first()
-        if current is None:
-            return
+        # Written first: concurrent updates wait for each other (a row lock on PostgreSQL, the
+        # write lock on SQLite) and none loses another's answers.
+        if not waiting.update(updated=timezone.now()):
+            if not mine.exists():
+                raise wire.unknown_task(task_id)
+            return  # waiting for nothing: acknowledged, and ignored
+        current = waiting.values("input_requests", "answers").first()
         outstanding = current["input_requests"] or {}
         answers = dict(current["answers"] or {})
-        answers.update({k: v for k, v in responses.items() if k in outstanding})
-        rows.update(answers=answers)
-    backend().publish(_channel(endpoint, task.id), {"answered": True})
-
-
-def _cancel(endpoint: Endpoint, task: Task) -> None:
-    """Cancelled at once (the work is told, and what it ends with is not kept)."""
-    if task.status in _OPEN:
-        _finish(task.id, wire.CANCELLED, message="Cancelled by the client")
-    backend().publish(_channel(endpoint, task.id), {"cancel": True})
+        for key, response in responses.items():
+            if key in outstanding and key not in answers:
+                answers[key] = response
+        waiting.update(answers=answers)
+    backend().publish(_channel(endpoint, task_id), {"answered": True})
 
 
 def _finish(
-    task_id: str,
+    rows: Any,
     status: str,
     *,
     result: JSON | None = None,
     error: JSON | None = None,
     message: str = "",
 ) -> bool:
-    """Move an open task to a terminal ``status``; whether it was still open."""
-    from .models import Task
-
+    """Move the open task among ``rows`` to a terminal ``status``; whether one was open."""
     return bool(
-        Task.objects.filter(pk=task_id, status__in=_OPEN).update(
+        rows.filter(status__in=_OPEN).update(
             status=status,
             result=result,
             error=error,
@@ -277,8 +221,16 @@ def _finish(
 # -- running the work ----------------------------------------------------------------------------
 
 
+@dataclass
+class _Waiting:
+    """A task parked until the client answers: its requests by their keys on the wire."""
+
+    requests: dict[str, JSON]
+    state: Any
+
+
 class _Runner:
-    """The work of one task, in a pool thread of the process that created it."""
+    """The work of one task: its rounds run in pool threads of the process that created it."""
 
     def __init__(
         self,
@@ -309,106 +261,212 @@ class _Runner:
         self.ctx.task_id = task.id
         self.ctx.definition = tool
         self.ctx.config = tool.config
-        self.woken = threading.Event()
+        self.started = time.perf_counter()
+        self.round = 0
+        self.waiting: _Waiting | None = None
+        self.unsubscribe: Callable[[], None] | None = None
 
-    def _sink(self, channel: str, message: JSON) -> None:
-        if message.get("cancel"):
-            self.ctx.cancelled.set()
-        self.woken.set()
-
-    def run(self) -> None:
-        from .models import Task
-
-        started = time.perf_counter()
-        unsubscribe = backend().subscribe([_channel(self.endpoint, self.task_id)], self._sink)
-        _watcher.add(self.task_id, self.ctx)
-        outcome: tuple[str, JSON | None] = (wire.CANCELLED, None)
-        rounds = 0
+    def start(self) -> None:
+        _watcher.add(self)
         try:
-            # Read after subscribing: a cancel published before is in the row already.
-            if not Task.objects.filter(pk=self.task_id, status__in=_OPEN).exists():
+            self.unsubscribe = backend().subscribe(
+                [_channel(self.endpoint, self.task_id)], self._heard
+            )
+        except Exception:
+            logger.exception("Task %s hears of no cancel but through its row", self.task_id)
+        workers.run(self._round)
+
+    def _heard(self, channel: str, message: JSON) -> None:
+        if message.get("ended"):
+            self.ctx.cancelled.set()
+        _watcher.wake()
+
+    def _round(self) -> None:
+        """One run of the work: its result ends the task; its request for input parks it."""
+        try:
+            # Read after subscribing: an end published before is in the row already.
+            if not _rows(self.task_id).filter(status__in=_OPEN).exists():
                 self.ctx.cancelled.set()
-            outcome, rounds = self._rounds()
+                self.end(wire.CANCELLED)
+                return
+            self.round += 1
+            answer = self.endpoint.engine.run_work(self.tool, self.work, self.ctx)
+            if isinstance(answer, InputRequired):
+                self._ask(answer)
+            else:
+                assert isinstance(answer, dict)
+                self.end(wire.COMPLETED, answer)
         except ProtocolError as exc:
-            outcome = (wire.FAILED, exc.to_error())
+            self.end(wire.FAILED, exc.to_error())
         except Exception as exc:
             self.endpoint.report(exc, self.ctx)
-            outcome = (wire.FAILED, InternalError("Internal error").to_error())
+            self.end(wire.FAILED, InternalError("Internal error").to_error())
         finally:
-            unsubscribe()
-            _watcher.remove(self.task_id)
-            try:
-                self._end(*outcome, started=started, rounds=rounds)
-            finally:
-                close_old_connections()
-                with _running_lock:
-                    _running.discard(self.task_id)
+            close_old_connections()
 
-    def _rounds(self) -> tuple[tuple[str, JSON | None], int]:
-        for round_number in range(1, MAX_ROUNDS + 1):
-            if self.ctx.is_cancelled:
-                return (wire.CANCELLED, None), round_number - 1
-            answer = self.endpoint.atomically(
-                lambda: self.endpoint.engine.run_work(self.tool, self.work, self.ctx)
+    def _ask(self, answer: InputRequired) -> None:
+        missing = answer.required_capabilities(self.ctx.client_capabilities)
+        if missing:
+            self.end(wire.FAILED, jsonrpc.MissingClientCapability(missing).to_error())
+            return
+        if self.round >= MAX_ROUNDS:
+            gave_up = InternalError(f"Gave up after {MAX_ROUNDS} rounds of input")
+            self.end(wire.FAILED, gave_up.to_error())
+            return
+        self.ctx.state = answer.state
+        if not answer.requests:
+            # Only state: the next round needs nothing from the client.
+            self.ctx.input_responses = {}
+            workers.run(self._round)
+            return
+        requests = {wire.task_key(self.round, k): v for k, v in answer.requests.items()}
+        self.waiting = _Waiting(requests, answer.state)
+        parked = (
+            _rows(self.task_id)
+            .filter(status__in=_OPEN)
+            .update(
+                status=wire.INPUT_REQUIRED,
+                input_requests=requests,
+                answers={},
+                round=self.round,
+                updated=timezone.now(),
             )
-            if not isinstance(answer, InputRequired):
-                assert isinstance(answer, dict)
-                return (wire.COMPLETED, answer), round_number - 1
-            missing = answer.required_capabilities(self.ctx.client_capabilities)
-            if missing:
-                exc = jsonrpc.MissingClientCapability(missing)
-                return (wire.FAILED, exc.to_error()), round_number - 1
-            answers = self._ask(round_number, answer)
-            if answers is None:
-                return (wire.CANCELLED, None), round_number
-            self.ctx.input_responses = answers
-            self.ctx.state = answer.state
-        error = InternalError(f"Gave up after {MAX_ROUNDS} rounds of input")
-        return (wire.FAILED, error.to_error()), MAX_ROUNDS
+        )
+        if not parked:
+            self.waiting = None
+            self.end(wire.CANCELLED)
 
-    def _ask(self, round_number: int, answer: InputRequired) -> JSON | None:
-        """Put the work's input requests on the task and wait for all their answers; the
-        answers by the work's own keys, or ``None`` when the task ended meanwhile."""
-        from .models import Task
+    def resume(self, waiting: _Waiting, answers: JSON) -> None:
+        """The client answered every request (the watcher saw it): run the next round."""
+        resumed = (
+            _rows(self.task_id)
+            .filter(status=wire.INPUT_REQUIRED)
+            .update(status=wire.WORKING, input_requests={}, answers={}, updated=timezone.now())
+        )
+        if not resumed:
+            self.end(wire.CANCELLED)
+            return
+        self.ctx.input_responses = {wire.handler_key(k): answers[k] for k in waiting.requests}
+        workers.run(self._round)
 
-        requests = {wire.task_key(round_number, k): v for k, v in answer.requests.items()}
-        rows = Task.objects.filter(pk=self.task_id, status__in=_OPEN)
-        if not rows.update(
-            status=wire.INPUT_REQUIRED,
-            input_requests=requests,
-            answers={},
-            round=round_number,
-            updated=timezone.now(),
-        ):
-            return None
+    def end(self, status: str, payload: JSON | None = None) -> None:
+        """Keep how the task ended (unless it ended already: a cancel, an expiry), audit it."""
+        try:
+            status, payload = _kept(self.task_id, status, payload)
+            rows = _rows(self.task_id)
+            if status == wire.COMPLETED:
+                done = _finish(rows, status, result=payload)
+            elif status == wire.FAILED:
+                message = str((payload or {}).get("message", ""))
+                done = _finish(rows, status, error=payload, message=message)
+            else:
+                done = _finish(rows, wire.CANCELLED, message="Cancelled")
+            audited: JSON = {"result": payload} if status == wire.COMPLETED else {"error": payload}
+            if not done:
+                found = rows.values("status", "error").first() or {}
+                status = found.get("status", wire.CANCELLED)
+                audited = {"error": found.get("error")}
+            if status == wire.CANCELLED:
+                audited = {"cancelled": True}
+            audited = {"jsonrpc": "2.0", "id": self.task_id, **audited}
+            rounds = max(0, self.round - 1)
+            self.endpoint.audit(self.ctx, "tools/call", self.params, audited, self.started, rounds)
+        except Exception:
+            logger.exception("Could not keep how task %s ended", self.task_id)
+        finally:
+            _watcher.remove(self.task_id)
+            if self.unsubscribe is not None:
+                self.unsubscribe()
+
+
+def _kept(task_id: str, status: str, payload: JSON | None) -> tuple[str, JSON | None]:
+    """``payload`` as the row keeps it: plain JSON, encoded as an answer is (a result JSON
+    cannot carry becomes the internal error its answer would have been)."""
+    if payload is None:
+        return status, None
+    message = json.loads(jsonrpc.encode(jsonrpc.result_response(task_id, payload), _ENCODER))
+    if "error" in message:
+        return wire.FAILED, message["error"]
+    return status, message["result"]
+
+
+class _Watcher:
+    """One thread for the process's tasks; see the module's docstring."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.tasks: dict[str, _Runner] = {}
+        self.thread: threading.Thread | None = None
+        self.woken = threading.Event()
+        self.renewed = 0.0
+
+    def add(self, runner: _Runner) -> None:
+        with self.lock:
+            self.tasks[runner.task_id] = runner
+            if self.thread is None or not self.thread.is_alive():
+                self.thread = threading.Thread(target=self._loop, name="mcp-tasks", daemon=True)
+                self.thread.start()
+
+    def remove(self, task_id: str) -> None:
+        with self.lock:
+            self.tasks.pop(task_id, None)
+
+    def wake(self) -> None:
+        self.woken.set()
+
+    def _loop(self) -> None:
         while True:
             self.woken.wait(WAKE_SECONDS)
             self.woken.clear()
-            found = Task.objects.filter(pk=self.task_id).values("status", "answers").first()
-            if found is None or found["status"] != wire.INPUT_REQUIRED or self.ctx.is_cancelled:
-                return None
-            got = found["answers"] or {}
-            if all(key in got for key in requests):
-                break
-            if self.expires is not None and timezone.now() >= self.expires:
-                return None
-        if not rows.update(
-            status=wire.WORKING, input_requests={}, answers={}, updated=timezone.now()
-        ):
-            return None
-        return {wire.handler_key(k): got[k] for k in requests}
+            with self.lock:
+                watched = dict(self.tasks)
+                if not watched:
+                    self.thread = None
+                    return
+            try:
+                self._look_after(watched)
+            except Exception:
+                logger.exception("Could not look after the running tasks")
+            try:
+                close_old_connections()
+            except Exception:
+                logger.exception("Could not close the task watcher's connections")
 
-    def _end(self, status: str, payload: JSON | None, *, started: float, rounds: int) -> None:
-        if status == wire.COMPLETED:
-            done = _finish(self.task_id, status, result=payload)
-            message = jsonrpc.result_response(self.task_id, payload or {})
-        elif status == wire.FAILED:
-            done = _finish(self.task_id, status, error=payload)
-            message = {"jsonrpc": "2.0", "id": self.task_id, "error": payload}
-        else:
-            done = _finish(self.task_id, wire.CANCELLED, message="Cancelled")
-            message = {"cancelled": True}
-        if not done:
-            # Cancelled (or failed for want of its lease) before the work ended: that stays.
-            message = {"cancelled": True}
-        self.endpoint.audit(self.ctx, "tools/call", self.params, message, started, rounds)
+    def _look_after(self, watched: dict[str, _Runner]) -> None:
+        from .models import Task
+
+        now = timezone.now()
+        expired = Task.objects.filter(pk__in=list(watched), status__in=_OPEN, expires__lte=now)
+        _finish(
+            expired,
+            wire.FAILED,
+            error=InternalError("The task outlived its time to live").to_error(),
+            message="The task outlived its time to live",
+        )
+        rows = {
+            row["pk"]: row
+            for row in Task.objects.filter(pk__in=list(watched)).values("pk", "status", "answers")
+        }
+        for task_id, runner in watched.items():
+            row = rows.get(task_id)
+            if row is None or row["status"] not in _OPEN:
+                # Ended elsewhere (cancelled, expired, deleted): the work is told to stop, and a
+                # waiting task has nothing left to wait for.
+                runner.ctx.cancelled.set()
+                if runner.waiting is not None:
+                    runner.waiting = None
+                    runner.end(wire.CANCELLED)
+                continue
+            waiting = runner.waiting
+            answers = row["answers"] or {}
+            if waiting is not None and all(key in answers for key in waiting.requests):
+                runner.waiting = None  # resumed once, however soon the watcher looks again
+                workers.run(functools.partial(runner.resume, waiting, answers))
+        if time.monotonic() - self.renewed >= LEASE_SECONDS / 4:
+            Task.objects.filter(pk__in=list(watched), status__in=_OPEN).update(
+                lease_until=now + timedelta(seconds=LEASE_SECONDS)
+            )
+            self.renewed = time.monotonic()
+
+
+_watcher = _Watcher()

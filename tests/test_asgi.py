@@ -102,6 +102,19 @@ def payroll(arguments: JSON, context: RequestContext) -> str:
     return "secret"
 
 
+permission_checks: list[Any] = []
+
+
+def counted_permission(user: Any) -> bool:
+    permission_checks.append(user)
+    return True
+
+
+@extra.tool(name="counted", permission=counted_permission)
+def counted(arguments: JSON, context: RequestContext) -> str:
+    return "counted"
+
+
 urlpatterns = [*site_patterns, path("extra/mcp", extra.urls)]
 
 
@@ -636,6 +649,13 @@ def test_a_hidden_tool_is_unknown_whatever_the_headers_say(app: Route) -> None:
     # Not -32020 for the missing Mcp-Param-Employee header: that would tell the tool exists.
     assert done.json()["error"]["code"] == -32602
     assert done.json()["error"]["message"] == "Unknown tool: payroll"
+
+
+def test_a_tool_call_checks_the_permission_once(app: Route) -> None:
+    permission_checks.clear()
+    done = mcp_call(app, "tools/call", {"name": "counted"}, path_="/extra/mcp")
+    assert done.json()["result"]["content"][0]["text"] == "counted"
+    assert len(permission_checks) == 1
 
 
 def test_a_call_with_progress_streams_its_events(app: Route) -> None:

@@ -352,3 +352,11 @@ def test_a_notification_that_holds_itself_cannot_be_sent() -> None:
     loop.append(loop)
     with pytest.raises(ValueError, match="Circular"):
         jsonrpc.encode(jsonrpc.notification("n", {"loop": loop}), jsonrpc.encoder())
+
+
+def test_a_notification_with_nan_and_a_set_goes_out_with_both_replaced() -> None:
+    message = jsonrpc.notification("n", {"ratio": float("nan"), "tags": {"a"}})
+    assert json.loads(jsonrpc.encode(message, jsonrpc.encoder()))["params"] == {
+        "ratio": None,
+        "tags": "{'a'}",
+    }

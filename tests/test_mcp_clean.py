@@ -10,7 +10,7 @@ from django.core.management import call_command
 from django.test import override_settings
 from django.utils import timezone
 
-from mcp_app.models import Session, StreamEvent
+from mcp_app.models import Session, StreamEvent, Task
 from mcp_app.sessions import DatabaseSessionStore, SessionData
 
 pytestmark = pytest.mark.django_db
@@ -46,14 +46,14 @@ def test_mcp_clean_removes_expired_sessions_and_old_events_and_says_how_many() -
     add_event(LIVE, "stale", 601)
     add_event(EXPIRED, "of-expired", 10)
     output = run()
-    assert output == "Removed 1 expired session(s) and 1 old stream event(s).\n"
+    assert output == "Removed 1 expired session(s), 1 old stream event(s) and 0 expired task(s).\n"
     assert list(Session.objects.values_list("pk", flat=True)) == [LIVE]
     assert list(StreamEvent.objects.values_list("stream", flat=True)) == ["fresh"]
 
 
 def test_mcp_clean_with_nothing_to_do() -> None:
     add_session(LIVE, 0)
-    assert run() == "Removed 0 expired session(s) and 0 old stream event(s).\n"
+    assert run() == "Removed 0 expired session(s), 0 old stream event(s) and 0 expired task(s).\n"
     assert Session.objects.count() == 1
 
 
@@ -63,5 +63,18 @@ def test_mcp_clean_with_nothing_to_do() -> None:
 )
 def test_mcp_clean_leaves_cached_sessions_to_the_cache_but_cleans_events() -> None:
     add_event(LIVE, "stale", 61)
-    assert run() == "Removed 0 expired session(s) and 1 old stream event(s).\n"
+    assert run() == "Removed 0 expired session(s), 1 old stream event(s) and 0 expired task(s).\n"
     assert not StreamEvent.objects.exists()
+
+
+def test_tasks_past_their_time_to_live_go() -> None:
+    now = timezone.now()
+    for task_id, expires in (
+        ("gone", now - timedelta(seconds=1)),
+        ("kept", now + timedelta(hours=1)),
+    ):
+        Task.objects.create(
+            id=task_id, server="default", tool="t", caller="anonymous", expires=expires
+        )
+    assert run() == "Removed 0 expired session(s), 0 old stream event(s) and 1 expired task(s).\n"
+    assert list(Task.objects.values_list("pk", flat=True)) == ["kept"]

@@ -447,3 +447,12 @@ def test_a_listable_face_is_listed(kind: str) -> None:
     definition = _make(kind, icons=icons, meta={"k": 1}, title="T", description="D")
     assert definition.wire["icons"] == icons
     assert definition.wire["_meta"] == {"k": 1}
+
+
+def test_lazy_translated_text_is_text() -> None:
+    from django.utils.translation import gettext_lazy
+
+    definition = ToolDef(
+        name="t", handler=handler, title=gettext_lazy("Title"), description=gettext_lazy("About")
+    )
+    assert str(definition.wire["title"]) == "Title"

@@ -164,6 +164,36 @@ def test_initialize_era_session_and_set_level() -> None:
     assert out[5]["result"]["isError"] is True  # no elicitation capability declared
 
 
+def test_initialize_era_refuses_set_level_without_logging_and_a_bad_progress_token(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import mcp_app
+
+    monkeypatch.setattr(mcp_app.site.options, "logging", False)
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    call = {"name": "test_simple_text", "_meta": {"progressToken": {"a": 1}}}
+    out = by_id(
+        serve(
+            init,
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel", "params": {"level": "info"}},
+            {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": call},
+        )
+    )
+    assert "logging" not in out[1]["result"]["capabilities"]
+    assert out[2]["error"]["code"] == -32601
+    assert out[3]["error"]["code"] == -32602
+
+
 # -- end to end with the official client ----------------------------------------------
 
 

@@ -537,3 +537,115 @@ def test_a_task_cancelled_where_no_message_reaches_its_process_is_stopped(
         time.sleep(0.02)
     assert task_id not in tasks.running()
     assert get(task_id)["result"]["status"] == "cancelled"
+
+
+# -- what the work ends with, and what the task keeps ------------------------------------------
+
+
+@jobs.tool(name="dated", task="optional")
+def dated(arguments: JSON, context: RequestContext) -> Any:
+    import datetime
+    from decimal import Decimal
+
+    value = {"on": datetime.date(2026, 11, 30), "price": Decimal("9.99")}
+    if arguments.get("set"):
+        value["tags"] = {"a"}  # type: ignore[assignment]
+    return run_as_task(lambda task: value)
+
+
+@jobs.tool(name="in-a-transaction", task="optional")
+def in_a_transaction(arguments: JSON, context: RequestContext) -> Any:
+    from django.db import connection
+
+    return run_as_task(lambda task: {"atomic": connection.in_atomic_block})
+
+
+def test_a_result_with_dates_and_decimals_is_kept_as_it_is_answered() -> None:
+    done = terminal(start("dated"))
+    assert done["status"] == "completed"
+    assert done["result"]["structuredContent"] == {"on": "2026-11-30", "price": "9.99"}
+
+
+def test_a_result_json_cannot_carry_fails_the_task_as_its_answer_would() -> None:
+    done = terminal(start("dated", {"set": True}))
+    assert done["status"] == "failed"
+    assert done["error"] == {"code": -32603, "message": "Internal error"}
+    assert done["statusMessage"] == "Internal error"
+
+
+def test_the_work_runs_outside_any_transaction(settings: Any) -> None:
+    settings.MCP_APP = {**settings.MCP_APP, "ATOMIC": True}
+    done = terminal(start("in-a-transaction"))
+    # A task may run for minutes: it is not held in one transaction (it opens its own).
+    assert done["result"]["structuredContent"] == {"atomic": False}
+
+
+def test_a_task_past_its_time_to_live_is_failed_and_its_work_stopped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(tasks, "WAKE_SECONDS", 0.05)
+    task_id = start("slow", {"seconds": 60})
+    Task.objects.filter(pk=task_id).update(expires=timezone.now())
+    deadline = time.monotonic() + 5
+    while task_id in tasks.running() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert task_id not in tasks.running()
+    row = Task.objects.get(pk=task_id)
+    assert row.status == "failed" and "time to live" in row.error["message"]
+
+
+def test_a_waiting_task_holds_no_thread() -> None:
+    before = threading.active_count()
+    started = [start("two-at-once") for _ in range(10)]
+    for task_id in started:
+        until(task_id, lambda t: t["status"] == "input_required")
+    time.sleep(0.2)
+    # Ten tasks wait for their client; the threads they ran on went back to the pool.
+    assert threading.active_count() - before < 5
+    for task_id in started:
+        cancel(task_id)
+
+
+def test_an_answer_already_given_is_not_replaced() -> None:
+    task_id = start("two-at-once")
+    until(task_id, lambda t: t["status"] == "input_required")
+    update(task_id, {"1.a": {"action": "accept", "content": {}}})
+    update(task_id, {"1.a": {"action": "decline"}})
+    assert Task.objects.get(pk=task_id).answers == {"1.a": {"action": "accept", "content": {}}}
+
+
+def test_a_task_failed_for_want_of_its_lease_is_audited_as_failed() -> None:
+    task_id = start("gated")
+    Task.objects.filter(pk=task_id).update(lease_until=timezone.now() - timedelta(seconds=1))
+    assert get(task_id)["result"]["status"] == "failed"
+    gate.set()
+    deadline = time.monotonic() + 5
+    while not ToolCall.objects.filter(name="gated").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    row = ToolCall.objects.get(name="gated")
+    assert row.outcome == "failed" and "ended before it finished" in row.error
+
+
+@pytest.mark.parametrize("task_id", ["ab\x00cd", "x" * 65, "naïve", "tab\tid"])
+def test_a_task_id_no_task_can_have_is_unknown_without_a_query(task_id: str) -> None:
+    import base64
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    header = "=?base64?" + base64.b64encode(task_id.encode()).decode() + "?="
+    with CaptureQueriesContext(connection) as queries:
+        response = post(
+            "tasks/get", {"taskId": task_id}, capabilities=FOLLOWS, headers={"Mcp-Name": header}
+        )
+    assert response.json()["error"]["code"] == -32602
+    assert not [q for q in queries if "mcp_app_task" in q["sql"]]
+
+
+def test_listening_for_task_ids_needs_the_extension() -> None:
+    refused = post("subscriptions/listen", {"notifications": {"taskIds": ["t"]}})
+    assert refused.json()["error"]["code"] == -32021
+    malformed = post(
+        "subscriptions/listen", {"notifications": {"taskIds": "t"}}, capabilities=FOLLOWS
+    )
+    assert malformed.json()["error"]["code"] == -32602

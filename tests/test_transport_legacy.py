@@ -757,6 +757,27 @@ def test_progress_notifications_stream_before_the_result(session: LegacySession)
     assert messages[-1]["id"] == 3 and "result" in messages[-1]
 
 
+def test_a_streamed_call_carries_dates_and_decimals_as_plain_answers_do(
+    session: LegacySession, temporary: Callable[..., None]
+) -> None:
+    import datetime
+    from decimal import Decimal
+
+    def priced(arguments: JSON, context: Any) -> Any:
+        context.report_progress(1, total=2)
+        context.log("info", {"tags": {"a"}})
+        return {"price": Decimal("9.99"), "on": datetime.date(2026, 11, 30)}
+
+    temporary("tool", priced, name="priced_for_tests", output_schema=None)
+    response = session.request(
+        "tools/call", {"name": "priced_for_tests", "_meta": {"progressToken": "p"}}, request_id=4
+    )
+    messages = sse_messages(response)
+    logged = [m["params"]["data"] for m in messages if m.get("method") == "notifications/message"]
+    assert logged == [{"tags": "{'a'}"}]
+    assert messages[-1]["result"]["structuredContent"] == {"price": "9.99", "on": "2026-11-30"}
+
+
 def test_post_stream_events_carry_ids_and_2025_11_25_primes_the_stream(
     session: LegacySession,
 ) -> None:
@@ -1347,6 +1368,22 @@ def test_get_stream_ignores_changes_of_kinds_it_does_not_know(session: LegacySes
     mcp_app.site.announce({"kinds": ["widgets"]}, "lists")
     mcp_app.site.announce({"kinds": ["templates"]}, "lists")
     assert stream.next_message()["method"] == "notifications/resources/list_changed"
+
+
+def test_a_stream_that_carries_the_messages_again_knows_the_subscriptions_made_meanwhile(
+    session: LegacySession,
+) -> None:
+    first, second = session.listen(), session.listen()
+    session.result_of("resources/subscribe", {"uri": WATCHED})
+    second.close()
+    mcp_app.site.announce({"kinds": ["tools"]}, "lists")
+    assert first.next_message()["method"] == "notifications/tools/list_changed"
+    mcp_app.site.notify_resource_updated(WATCHED)
+    assert first.next_message() == {
+        "jsonrpc": "2.0",
+        "method": "notifications/resources/updated",
+        "params": {"uri": WATCHED},
+    }
 
 
 def test_a_notification_goes_on_only_one_of_two_get_streams(session: LegacySession) -> None:

@@ -320,26 +320,13 @@ def _unencodable(message: Any, by: json.JSONEncoder) -> str:
     holds itself, raises ``ValueError``. Either way it is logged.
     """
 
-    def as_text(value: Any) -> Any:
-        try:
-            return by.default(value)
-        except TypeError:
-            return str(value)
-
-    def leniently() -> str:
-        lenient = json.JSONEncoder(
-            ensure_ascii=by.ensure_ascii,
-            separators=(by.item_separator, by.key_separator),
-            allow_nan=False,
-            default=as_text,
-        )
-        try:
-            return lenient.encode(_sendable(message))
-        except RecursionError:
-            raise ValueError("Circular reference detected") from None
-
     return _instead(
-        message, by, "a value JSON cannot carry", "its text", logger.exception, leniently
+        message,
+        by,
+        "a value JSON cannot carry",
+        "its text",
+        logger.exception,
+        lambda: _leniently(message, by),
     )
 
 
@@ -350,8 +337,34 @@ def _mended(message: Any, by: json.JSONEncoder) -> str:
         "NaN, Infinity or a lone surrogate, which JSON cannot carry",
         "null and U+FFFD",
         logger.error,
-        lambda: by.encode(_sendable(message)),
+        lambda: _leniently(message, by),
     )
+
+
+def _leniently(message: Any, by: json.JSONEncoder) -> str:
+    """``message`` as ``by`` encodes it, with NaN and Infinity as ``null``, lone surrogates as
+    U+FFFD, and values it has no form for as their text.
+
+    Raises:
+        ValueError: the message holds itself.
+    """
+
+    def as_text(value: Any) -> Any:
+        try:
+            return by.default(value)
+        except TypeError:
+            return str(value)
+
+    lenient = json.JSONEncoder(
+        ensure_ascii=by.ensure_ascii,
+        separators=(by.item_separator, by.key_separator),
+        allow_nan=False,
+        default=as_text,
+    )
+    try:
+        return lenient.encode(_sendable(message))
+    except RecursionError:
+        raise ValueError("Circular reference detected") from None
 
 
 def _instead(

@@ -25,6 +25,8 @@ METHODS = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
 WORKING, INPUT_REQUIRED = "working", "input_required"
 COMPLETED, FAILED, CANCELLED = "completed", "failed", "cancelled"
 TERMINAL = frozenset({COMPLETED, FAILED, CANCELLED})
+#: The longest task id there is (the column's length).
+TASK_ID_MAX = 64
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,9 @@ def task_id_of(params: Mapping[str, Any]) -> str:
     task_id = params.get("taskId")
     if not isinstance(task_id, str) or not task_id:
         raise InvalidParams("tasks/* requests need a 'taskId' (a string)")
+    if len(task_id) > TASK_ID_MAX or not (task_id.isascii() and task_id.isprintable()):
+        # No task has such an id; and a database may refuse it in a query (a NUL).
+        raise unknown_task(task_id)
     return task_id
 
 

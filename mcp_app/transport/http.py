@@ -300,8 +300,11 @@ class Endpoint:
         caller: Any = SimpleNamespace(user=user)
 
         def find(name: str) -> ToolDef | None:
-            tool: ToolDef | None = self.engine.visible(catalog.tool_map.get(name), caller)
-            return tool
+            tool = catalog.tool_map.get(name)
+            if tool is None or not tool.header_params:
+                return tool  # only its header parameters are looked at
+            visible: ToolDef | None = self.engine.visible(tool, caller)
+            return visible
 
         return find
 
@@ -338,6 +341,7 @@ class Endpoint:
             req.params.get("notifications"),
             options.capabilities(catalog),
             lists_may_change=options.list_changed,
+            follows_tasks=task_wire.client_follows_tasks(req.capabilities),
         )
 
     def discover(self, catalog: Catalog) -> JSON:

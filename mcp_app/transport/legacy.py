@@ -59,6 +59,20 @@ def is_legacy(message: Any, headers: Any) -> bool:
     return not header
 
 
+def no_logging() -> MethodNotFound:
+    """``logging/setLevel`` on a server that does no logging (and declares no ``logging``)."""
+    return MethodNotFound("Method not found: logging/setLevel (this server does no logging)")
+
+
+def bad_progress_token(params: JSON) -> InvalidParams | None:
+    """The error for a ``_meta.progressToken`` that is neither a string nor an integer."""
+    meta = params.get("_meta")
+    token = meta.get("progressToken") if isinstance(meta, dict) else None
+    if token is not None and not jsonrpc.valid_id(token):
+        return InvalidParams("_meta.progressToken must be a string or an integer")
+    return None
+
+
 def _error(request_id: Any, exc: ProtocolError) -> JSON:
     if isinstance(exc, ResourceNotFound):
         exc.code = jsonrpc.RESOURCE_NOT_FOUND
@@ -120,6 +134,10 @@ class SessionStream:
                 self.open_tokens.remove(message["handback"])
             self.active = bool(self.open_tokens) and self.open_tokens[-1] == self.token
             return []
+        if "subscriptions" in message:
+            # Kept by every stream: an inactive one may carry the messages again later.
+            self.subscriptions = set(message["subscriptions"])
+            return []
         if not self.active:
             return []
         if channel == self.server.channel("lists"):
@@ -131,9 +149,6 @@ class SessionStream:
                 return [
                     Event(jsonrpc.notification("notifications/resources/updated", {"uri": uri}))
                 ]
-            return []
-        if "subscriptions" in message:
-            self.subscriptions = set(message["subscriptions"])
             return []
         return [Event(message["send"])] if "send" in message else []
 
@@ -340,11 +355,9 @@ class LegacyEndpoint:
             return Reply(200, jsonrpc.result_response(request_id, simple))
         if not self.engine.knows(method):
             return Reply(200, _error(request_id, MethodNotFound(f"Method not found: {method}")))
-        meta = params.get("_meta")
-        token = meta.get("progressToken") if isinstance(meta, dict) else None
-        if token is not None and not jsonrpc.valid_id(token):
-            error = InvalidParams("_meta.progressToken must be a string or an integer")
-            return Reply(200, _error(request_id, error))
+        bad = bad_progress_token(params)
+        if bad is not None:
+            return Reply(200, _error(request_id, bad))
         ctx = self.context(session, method, params, incoming.user, incoming.request)
         catalog = self.server.catalog()
 
@@ -393,9 +406,7 @@ class LegacyEndpoint:
             raise InvalidRequest("The session is already initialized")
         if method == "logging/setLevel":
             if not self.server.options.logging:
-                raise MethodNotFound(
-                    "Method not found: logging/setLevel (this server does no logging)"
-                )
+                raise no_logging()
             level = params.get("level")
             if level not in versions.LOG_LEVELS:
                 raise InvalidParams(f"Unknown log level {level!r}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..protocol import jsonrpc, versions
+from ..protocol import jsonrpc, tasks, versions
 from ..protocol.jsonrpc import InvalidParams
 from .sse import Event
 
@@ -38,6 +38,7 @@ class Listen:
         requested: Any,
         capabilities: JSON,
         lists_may_change: bool = False,
+        follows_tasks: bool = False,
     ) -> None:
         """Listen as ``requested``, for what ``capabilities`` offer; with ``lists_may_change``,
         a list empty now (so not in the capabilities) is listened to as well, since a
@@ -45,9 +46,17 @@ class Listen:
 
         Raises:
             InvalidParams: the filter is not an object of the documented shape.
+            MissingClientCapability: it asks for task notifications without the extension.
         """
         if not isinstance(requested, dict):
             raise InvalidParams("subscriptions/listen needs a 'notifications' object")
+        task_ids = requested.get("taskIds")
+        if task_ids is not None:
+            if not follows_tasks:
+                raise tasks.missing_extension("taskIds needs the tasks extension declared")
+            if not isinstance(task_ids, list) or not all(isinstance(t, str) for t in task_ids):
+                raise InvalidParams("taskIds must be a list of task ids")
+            # Task status notifications are not sent (clients poll tasks/get): not honoured.
         honoured: JSON = {}
         for key, capability, _ in LISTS:
             if requested.get(key) is True and (capability in capabilities or lists_may_change):

@@ -16,6 +16,7 @@ from ..protocol.context import RequestContext
 from ..protocol.jsonrpc import InvalidParams, InvalidRequest, ParseError, ProtocolError
 from ..sessions import SessionData
 from .legacy import _error as legacy_error
+from .legacy import bad_progress_token, no_logging
 
 if TYPE_CHECKING:
     from ..server import Server
@@ -203,6 +204,9 @@ class StdioServer:
             self.write(jsonrpc.result_response(request_id, {}))
             return
         if method == "logging/setLevel":
+            if not self.server.options.logging:
+                self.write(legacy_error(request_id, no_logging()))
+                return
             level = params.get("level")
             if level not in versions.LOG_LEVELS:
                 self.write(legacy_error(request_id, InvalidParams(f"Unknown log level {level!r}")))
@@ -220,6 +224,10 @@ class StdioServer:
                 else jsonrpc.MethodNotFound(f"Method not found: {method}")
             )
             self.write(legacy_error(request_id, error))
+            return
+        bad = bad_progress_token(params)
+        if bad is not None:
+            self.write(legacy_error(request_id, bad))
             return
         ctx = self.endpoint.legacy.context(session, method, params, self.user, emit=self.write)
         self._calls[request_id] = ctx

@@ -1,9 +1,10 @@
-"""``manage.py mcp_clean``: remove expired initialize-era sessions and stream events kept too long.
+"""``manage.py mcp_clean``: remove expired sessions and tasks, and stream events kept too long.
 
 Sessions idle longer than ``MCP_APP["SESSION_IDLE_SECONDS"]`` are already refused (404); this
 deletes them from the session store, with their events. Events older than
-``MCP_APP["EVENT_RETENTION_SECONDS"]`` can no longer be replayed; they go too. Run it
-periodically (cron, a scheduler); it is safe to run while the site serves.
+``MCP_APP["EVENT_RETENTION_SECONDS"]`` can no longer be replayed; they go too, and so do tasks
+past their ``TASK_TTL_SECONDS``. Run it periodically (cron, a scheduler); it is safe to run
+while the site serves.
 """
 
 from __future__ import annotations
@@ -12,19 +13,20 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from ... import events, sessions
+from ... import events, sessions, tasks
 
 
 class Command(BaseCommand):
     help = (
-        "Remove expired MCP sessions (SESSION_IDLE_SECONDS) and stream events older than "
-        "EVENT_RETENTION_SECONDS."
+        "Remove expired MCP sessions (SESSION_IDLE_SECONDS) and tasks (TASK_TTL_SECONDS), and "
+        "stream events older than EVENT_RETENTION_SECONDS."
     )
 
     def handle(self, *args: Any, **options: Any) -> None:
         removed_sessions = sessions.store().clean()
         removed_events = events.clean_events()
+        removed_tasks = tasks.clean()
         self.stdout.write(
-            f"Removed {removed_sessions} expired session(s) "
-            f"and {removed_events} old stream event(s)."
+            f"Removed {removed_sessions} expired session(s), "
+            f"{removed_events} old stream event(s) and {removed_tasks} expired task(s)."
         )
