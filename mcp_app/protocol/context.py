@@ -7,6 +7,7 @@ from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 from . import jsonrpc, versions
+from .tasks import client_follows_tasks
 
 Emit = Callable[[dict[str, Any]], None]
 #: Held while a context makes its ``cancelled`` event, so two threads never make two.
@@ -69,9 +70,7 @@ class RequestContext:
         self.interactive = True
         #: Set by transports that can end the response early while the request goes on.
         self.close_hook: Callable[[], None] | None = None
-        #: Whether the client can follow a task (it declared the tasks extension on a
-        #: 2026-07-28 request), so work a tool hands to a task goes on as one.
-        self.follows_tasks = False
+        self._follows_tasks: bool | None = None
         #: The task this context runs the work of, when it does.
         self.task_id: str | None = None
 
@@ -86,6 +85,21 @@ class RequestContext:
                 if event is None:
                     event = self._cancelled = threading.Event()
         return event
+
+    @property
+    def follows_tasks(self) -> bool:
+        """Whether the client can follow a task (it declared the tasks extension on a
+        2026-07-28 request), so work a tool hands to a task goes on as one."""
+        follows = self._follows_tasks
+        if follows is None:
+            follows = self._follows_tasks = self.era == "modern" and client_follows_tasks(
+                self.client_capabilities
+            )
+        return follows
+
+    @follows_tasks.setter
+    def follows_tasks(self, value: bool) -> None:
+        self._follows_tasks = value
 
     @property
     def era(self) -> str:

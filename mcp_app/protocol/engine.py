@@ -259,7 +259,13 @@ class Engine:
                     f"Tool {name} runs only as a task: declare the {tasks.EXTENSION} extension"
                 )
             raise InvalidRequest(f"Tool {name} runs only as a task, which needs 2026-07-28")
-        value = self._called(tool, lambda: self._run(tool.handler, tool.is_async, ctx, arguments))
+        try:
+            value = self._run(tool.handler, tool.is_async, ctx, arguments)
+        except ProtocolError:
+            raise
+        except Exception as exc:
+            logger.exception("tool %r failed", name)
+            return _failed_tool(exc)
         if isinstance(value, TaskWork):
             if ctx.follows_tasks and tool.task != "forbidden":
                 return value
@@ -274,29 +280,22 @@ class Engine:
         Raises:
             ProtocolError: the work raised one, or returned an answer that is not valid.
         """
-        value = self._called(tool, lambda: _call_work(work.work, ctx))
-        if isinstance(value, TaskWork):
-            raise InternalError(f"Tool {tool.name} handed a task's work to another task")
-        return self.tool_outcome(tool, value)
-
-    def _called(self, tool: ToolDef, call: Callable[[], Any]) -> Any:
-        """What a tool's code returns; an exception it raises (not a protocol error) is its
-        ``isError`` result."""
         try:
-            return call()
+            value = _call_work(work.work, ctx)
         except ProtocolError:
             raise
         except Exception as exc:
             logger.exception("tool %r failed", tool.name)
             return _failed_tool(exc)
+        if isinstance(value, TaskWork):
+            raise InternalError(f"Tool {tool.name} handed a task's work to another task")
+        return self.tool_outcome(tool, value)
 
     def tool_outcome(self, tool: ToolDef, value: Any) -> Answer:
         """A tool's answer as a result (checked against its output schema), or its request
         for input."""
         if isinstance(value, InputRequired):
             return value
-        if isinstance(value, _FailedTool):
-            return value.result
         result = results.tool_result(value, has_output_schema=tool.output_schema is not None)
         self._check_output(tool, result)
         return result
@@ -427,17 +426,9 @@ def resource_not_found_code(version: str) -> int:
     return INVALID_PARAMS if versions.is_modern(version) else RESOURCE_NOT_FOUND
 
 
-@dataclass(frozen=True)
-class _FailedTool:
+def _failed_tool(exc: Exception) -> JSON:
     """A tool whose code raised: its ``isError`` result, which no output schema checks."""
-
-    result: JSON
-
-
-def _failed_tool(exc: Exception) -> _FailedTool:
-    return _FailedTool(
-        {"content": [{"type": "text", "text": str(exc) or type(exc).__name__}], "isError": True}
-    )
+    return {"content": [{"type": "text", "text": str(exc) or type(exc).__name__}], "isError": True}
 
 
 def _call_work(work: Callable[[Any], Any], ctx: RequestContext) -> Any:

@@ -312,7 +312,7 @@ class Endpoint:
         self, req: modern.ModernRequest, user: Any, request: Any = None, emit: Any = None
     ) -> RequestContext:
         """The context of a stateless request (any transport)."""
-        ctx = RequestContext(
+        return RequestContext(
             method=req.method,
             params=req.params,
             protocol_version=req.version,
@@ -325,8 +325,6 @@ class Endpoint:
             log_level=req.log_level,
             progress_token=req.progress_token,
         )
-        ctx.follows_tasks = task_wire.client_follows_tasks(req.capabilities)
-        return ctx
 
     def listen(self, req: modern.ModernRequest, catalog: Catalog) -> Listen:
         """The stream a ``subscriptions/listen`` request opens.
