@@ -70,10 +70,15 @@ def _channel(endpoint: Endpoint, task_id: str) -> str:
     return endpoint.server.channel(f"task:{task_id}")
 
 
-def _rows(task_id: str) -> Any:
+def _tasks() -> Any:
+    """Task rows, read where they are written: a task moves on too fast for a replica."""
     from .models import Task
 
-    return Task.objects.filter(pk=task_id)
+    return Task.objects.using(router.db_for_write(Task))
+
+
+def _rows(task_id: str) -> Any:
+    return _tasks().filter(pk=task_id)
 
 
 def start(
@@ -156,7 +161,7 @@ def handle(endpoint: Endpoint, method: str, params: Mapping[str, Any], ctx: Requ
         return {}
     if method == "tasks/cancel":
         if _finish(mine, wire.CANCELLED, message="Cancelled by the client"):
-            backend().publish(_channel(endpoint, task_id), {"ended": True})
+            _tell(endpoint, task_id, {"ended": True})
         elif not mine.exists():
             raise wire.unknown_task(task_id)
         return {}
@@ -192,7 +197,16 @@ def _update(endpoint: Endpoint, task_id: str, mine: Any, responses: Mapping[str,
             if key in outstanding and key not in answers:
                 answers[key] = response
         waiting.update(answers=answers)
-    backend().publish(_channel(endpoint, task_id), {"answered": True})
+    _tell(endpoint, task_id, {"answered": True})
+
+
+def _tell(endpoint: Endpoint, task_id: str, message: JSON) -> None:
+    """Tell the process running the task at once; the row has it already, and the watcher of
+    that process reads it within ``WAKE_SECONDS`` anyway."""
+    try:
+        backend().publish(_channel(endpoint, task_id), message)
+    except Exception:
+        logger.exception("Could not tell the process running task %s", task_id)
 
 
 def _finish(
@@ -264,6 +278,10 @@ class _Runner:
         self.started = time.perf_counter()
         self.round = 0
         self.waiting: _Waiting | None = None
+        #: A round is scheduled or running (the watcher leaves the ending of it to the round).
+        self.busy = False
+        self.ended = False
+        self.ending = threading.Lock()
         self.unsubscribe: Callable[[], None] | None = None
 
     def start(self) -> None:
@@ -274,7 +292,17 @@ class _Runner:
             )
         except Exception:
             logger.exception("Task %s hears of no cancel but through its row", self.task_id)
-        workers.run(self._round)
+        self._schedule(self._round)
+
+    def _schedule(self, run: Callable[[], None]) -> None:
+        """Run ``run`` on a pool thread; if none can be had, the task fails."""
+        self.busy = True
+        try:
+            workers.run(run)
+        except Exception:
+            logger.exception("Could not run task %s", self.task_id)
+            self.busy = False
+            self.end(wire.FAILED, InternalError("Could not run the task").to_error())
 
     def _heard(self, channel: str, message: JSON) -> None:
         if message.get("ended"):
@@ -283,6 +311,7 @@ class _Runner:
 
     def _round(self) -> None:
         """One run of the work: its result ends the task; its request for input parks it."""
+        self.busy = True
         try:
             # Read after subscribing: an end published before is in the row already.
             if not _rows(self.task_id).filter(status__in=_OPEN).exists():
@@ -302,14 +331,15 @@ class _Runner:
             self.endpoint.report(exc, self.ctx)
             self.end(wire.FAILED, InternalError("Internal error").to_error())
         finally:
-            close_old_connections()
+            self.busy = False
+            _let_go_of_connections()
 
     def _ask(self, answer: InputRequired) -> None:
         missing = answer.required_capabilities(self.ctx.client_capabilities)
         if missing:
             self.end(wire.FAILED, jsonrpc.MissingClientCapability(missing).to_error())
             return
-        if self.round >= MAX_ROUNDS:
+        if self.round > MAX_ROUNDS:
             gave_up = InternalError(f"Gave up after {MAX_ROUNDS} rounds of input")
             self.end(wire.FAILED, gave_up.to_error())
             return
@@ -317,10 +347,9 @@ class _Runner:
         if not answer.requests:
             # Only state: the next round needs nothing from the client.
             self.ctx.input_responses = {}
-            workers.run(self._round)
+            self._schedule(self._round)
             return
         requests = {wire.task_key(self.round, k): v for k, v in answer.requests.items()}
-        self.waiting = _Waiting(requests, answer.state)
         parked = (
             _rows(self.task_id)
             .filter(status__in=_OPEN)
@@ -333,24 +362,40 @@ class _Runner:
             )
         )
         if not parked:
-            self.waiting = None
-            self.end(wire.CANCELLED)
-
-    def resume(self, waiting: _Waiting, answers: JSON) -> None:
-        """The client answered every request (the watcher saw it): run the next round."""
-        resumed = (
-            _rows(self.task_id)
-            .filter(status=wire.INPUT_REQUIRED)
-            .update(status=wire.WORKING, input_requests={}, answers={}, updated=timezone.now())
-        )
-        if not resumed:
             self.end(wire.CANCELLED)
             return
+        # For the watcher to see only once the row says so.
+        self.waiting = _Waiting(requests, answer.state)
+
+    def resume(self, waiting: _Waiting, answers: JSON) -> None:
+        """The client answered every request (the watcher saw it): run the next round here."""
+        try:
+            resumed = (
+                _rows(self.task_id)
+                .filter(status=wire.INPUT_REQUIRED)
+                .update(status=wire.WORKING, input_requests={}, answers={}, updated=timezone.now())
+            )
+        except Exception as exc:
+            self.endpoint.report(exc, self.ctx)
+            self.busy = False
+            self.end(wire.FAILED, InternalError("Internal error").to_error())
+            _let_go_of_connections()
+            return
+        if not resumed:
+            self.busy = False
+            self.end(wire.CANCELLED)
+            _let_go_of_connections()
+            return
         self.ctx.input_responses = {wire.handler_key(k): answers[k] for k in waiting.requests}
-        workers.run(self._round)
+        self._round()
 
     def end(self, status: str, payload: JSON | None = None) -> None:
-        """Keep how the task ended (unless it ended already: a cancel, an expiry), audit it."""
+        """Keep how the task ended (unless it ended already: a cancel, an expiry), audit it;
+        once, whichever thread gets there first."""
+        with self.ending:
+            if self.ended:
+                return
+            self.ended = True
         try:
             status, payload = _kept(self.task_id, status, payload)
             rows = _rows(self.task_id)
@@ -427,16 +472,12 @@ class _Watcher:
                 self._look_after(watched)
             except Exception:
                 logger.exception("Could not look after the running tasks")
-            try:
-                close_old_connections()
-            except Exception:
-                logger.exception("Could not close the task watcher's connections")
+            _let_go_of_connections()
 
     def _look_after(self, watched: dict[str, _Runner]) -> None:
-        from .models import Task
 
         now = timezone.now()
-        expired = Task.objects.filter(pk__in=list(watched), status__in=_OPEN, expires__lte=now)
+        expired = _tasks().filter(pk__in=list(watched), status__in=_OPEN, expires__lte=now)
         _finish(
             expired,
             wire.FAILED,
@@ -445,15 +486,15 @@ class _Watcher:
         )
         rows = {
             row["pk"]: row
-            for row in Task.objects.filter(pk__in=list(watched)).values("pk", "status", "answers")
+            for row in _tasks().filter(pk__in=list(watched)).values("pk", "status", "answers")
         }
         for task_id, runner in watched.items():
             row = rows.get(task_id)
             if row is None or row["status"] not in _OPEN:
                 # Ended elsewhere (cancelled, expired, deleted): the work is told to stop, and a
-                # waiting task has nothing left to wait for.
+                # task with no round under way has nothing left to wait for.
                 runner.ctx.cancelled.set()
-                if runner.waiting is not None:
+                if not runner.busy:
                     runner.waiting = None
                     runner.end(wire.CANCELLED)
                 continue
@@ -461,12 +502,20 @@ class _Watcher:
             answers = row["answers"] or {}
             if waiting is not None and all(key in answers for key in waiting.requests):
                 runner.waiting = None  # resumed once, however soon the watcher looks again
-                workers.run(functools.partial(runner.resume, waiting, answers))
+                runner._schedule(functools.partial(runner.resume, waiting, answers))
         if time.monotonic() - self.renewed >= LEASE_SECONDS / 4:
-            Task.objects.filter(pk__in=list(watched), status__in=_OPEN).update(
+            _tasks().filter(pk__in=list(watched), status__in=_OPEN).update(
                 lease_until=now + timedelta(seconds=LEASE_SECONDS)
             )
             self.renewed = time.monotonic()
 
 
 _watcher = _Watcher()
+
+
+def _let_go_of_connections() -> None:
+    """``close_old_connections``, which must not end a thread that serves tasks."""
+    try:
+        close_old_connections()
+    except Exception:
+        logger.exception("Could not let go of a task thread's database connections")

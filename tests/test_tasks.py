@@ -595,13 +595,21 @@ def test_a_task_past_its_time_to_live_is_failed_and_its_work_stopped(
 
 
 def test_a_waiting_task_holds_no_thread() -> None:
-    before = threading.active_count()
+    from mcp_app.transport.workers import workers
+
     started = [start("two-at-once") for _ in range(10)]
     for task_id in started:
         until(task_id, lambda t: t["status"] == "input_required")
-    time.sleep(0.2)
-    # Ten tasks wait for their client; the threads they ran on went back to the pool.
-    assert threading.active_count() - before < 5
+
+    def busy() -> int:
+        alive = sum(t.name == "mcp-call" and t.is_alive() for t in threading.enumerate())
+        return alive - workers.idle
+
+    deadline = time.monotonic() + 5
+    while busy() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    # Ten tasks wait for their client: every thread they ran on went back to the pool.
+    assert busy() == 0
     for task_id in started:
         cancel(task_id)
 
@@ -649,3 +657,53 @@ def test_listening_for_task_ids_needs_the_extension() -> None:
         "subscriptions/listen", {"notifications": {"taskIds": "t"}}, capabilities=FOLLOWS
     )
     assert malformed.json()["error"]["code"] == -32602
+
+
+def test_a_task_that_cannot_get_a_thread_fails_and_is_let_go(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def no_thread(fn: Any) -> None:
+        raise RuntimeError("can't start new thread")
+
+    from types import SimpleNamespace
+
+    # Only the tasks' pool: the request itself still runs.
+    monkeypatch.setattr(tasks, "workers", SimpleNamespace(run=no_thread))
+    task_id = start("slow", {"seconds": 0})
+    assert task_id not in tasks.running()
+    done = get(task_id)["result"]
+    assert done["status"] == "failed" and done["statusMessage"] == "Could not run the task"
+
+
+def test_a_task_ends_once_whichever_thread_ends_it() -> None:
+    task_id = start("gated")
+    runner = tasks._watcher.tasks[task_id]
+    threads = [threading.Thread(target=runner.end, args=("cancelled",)) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    gate.set()
+    time.sleep(0.2)
+    assert ToolCall.objects.filter(name="gated").count() == 1
+
+
+def test_update_and_cancel_are_answered_when_the_backend_cannot_carry_the_news(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from mcp_app.delivery import backend
+
+    task_id = start("two-at-once")
+    until(task_id, lambda t: t["status"] == "input_required")
+
+    def down(channel: str, message: Any) -> None:
+        raise ConnectionError("the backend is down")
+
+    monkeypatch.setattr(backend(), "publish", down)
+    answer = {"action": "decline"}
+    assert update(task_id, {"1.a": answer, "1.b": answer}).status_code == 200
+    # The watcher reads the answers from the row.
+    assert terminal(task_id)["status"] == "completed"
+    other = start("gated")
+    assert cancel(other).status_code == 200
+    assert get(other)["result"]["status"] == "cancelled"
