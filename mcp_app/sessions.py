@@ -274,15 +274,19 @@ class CacheSessionStore(SessionStore):
     def _locked(self, session_id: str) -> Iterator[None]:
         """One change of the session at a time, across processes (a cache key as the lock)."""
         key = self.prefix + session_id + ":lock"
+        token = secrets.token_hex(8)
         deadline = time.monotonic() + CACHE_LOCK_SECONDS
-        while not self.cache.add(key, 1, CACHE_LOCK_SECONDS):
-            if time.monotonic() > deadline:
-                break  # a holder that died: its lock expires with the wait
+        held = self.cache.add(key, token, CACHE_LOCK_SECONDS)
+        while not held and time.monotonic() <= deadline:
             time.sleep(0.005)
+            held = self.cache.add(key, token, CACHE_LOCK_SECONDS)
+        # Not held after the wait: a holder that died, whose lock expires with it.
         try:
             yield
         finally:
-            self.cache.delete(key)
+            # Only its own: a lock that expired meanwhile may be another change's now.
+            if held and self.cache.get(key) == token:
+                self.cache.delete(key)
 
     def end(self, session_id: str) -> bool:
         key = self.prefix + session_id

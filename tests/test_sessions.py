@@ -491,3 +491,18 @@ def test_cache_a_session_ended_during_a_change_stays_ended(
     store.update(data.id, log_level="info")
     assert ended == [True]
     assert store.get(data.id) is None
+
+
+def test_cache_a_change_that_could_not_take_the_lock_leaves_the_holders_lock(
+    cache_settings: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = CacheSessionStore()
+    data = make()
+    store.create(data)
+    lock = store.prefix + data.id + ":lock"
+    caches["sessions"].set(lock, "held by another change", 60)
+    monkeypatch.setattr(sessions, "CACHE_LOCK_SECONDS", 0.05)
+    store.update(data.id, log_level="info")  # goes on after the wait
+    assert caches["sessions"].get(lock) == "held by another change"
+    found = store.get(data.id)
+    assert found is not None and found.log_level == "info"

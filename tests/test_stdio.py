@@ -164,6 +164,23 @@ def test_initialize_era_session_and_set_level() -> None:
     assert out[5]["result"]["isError"] is True  # no elicitation capability declared
 
 
+def test_dates_and_decimals_are_answered_as_over_http() -> None:
+    import datetime
+    from decimal import Decimal
+
+    import mcp_app
+
+    def priced(arguments: dict[str, Any], context: Any) -> Any:
+        return {"price": Decimal("9.99"), "on": datetime.date(2026, 11, 30)}
+
+    mcp_app.site.add_tool(priced, name="priced_over_stdio")
+    try:
+        out = by_id(serve(request(8, "tools/call", {"name": "priced_over_stdio"})))
+    finally:
+        mcp_app.site.remove_tool("priced_over_stdio")
+    assert out[8]["result"]["structuredContent"] == {"price": "9.99", "on": "2026-11-30"}
+
+
 def test_initialize_era_refuses_set_level_without_logging_and_a_bad_progress_token(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

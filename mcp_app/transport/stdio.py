@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any
 
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import close_old_connections
 
 from ..delivery import backend
@@ -27,7 +28,8 @@ JSON = dict[str, Any]
 DRAIN_SECONDS = 5.0
 
 
-_ENCODER = jsonrpc.encoder(ensure_ascii=False, separators=(",", ":"))
+#: As HTTP answers are encoded (dates, decimals, UUIDs as text), on one line.
+_ENCODER = jsonrpc.encoder(cls=DjangoJSONEncoder, ensure_ascii=False, separators=(",", ":"))
 
 
 class StdioServer:
