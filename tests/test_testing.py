@@ -468,6 +468,18 @@ def test_the_first_prompt_of_a_server_reaches_a_listener() -> None:
 
 
 @routed
+def test_a_server_without_resources_yet_honours_resource_subscriptions() -> None:
+    c = MCPClient(nested)
+    assert "resources" not in c.info()["capabilities"]
+    got = c.listen(
+        {"resourceSubscriptions": ["later://a"]},
+        during=lambda: nested.notify_resource_updated("later://a"),
+    )
+    assert got["acknowledged"]["notifications"] == {"resourceSubscriptions": ["later://a"]}
+    assert [n["params"]["uri"] for n in got["notifications"]] == ["later://a"]
+
+
+@routed
 def test_listen_collects_notifications_after_the_acknowledgement() -> None:
     c = MCPClient(own)
     got = c.listen(

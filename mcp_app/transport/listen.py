@@ -65,7 +65,9 @@ class Listen:
         if uris is not None:
             if not isinstance(uris, list) or not all(isinstance(u, str) for u in uris):
                 raise InvalidParams("resourceSubscriptions must be a list of URIs")
-            if capabilities.get("resources", {}).get("subscribe"):
+            # As for lists: a resource may be added later, and then its updates go out.
+            may_subscribe = lists_may_change and server.options.subscribe
+            if capabilities.get("resources", {}).get("subscribe") or may_subscribe:
                 honoured["resourceSubscriptions"] = list(dict.fromkeys(uris))
         self.server = server
         self.request_id = request_id
