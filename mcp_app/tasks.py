@@ -113,6 +113,25 @@ def start(
     return wire.created(_task_fields(task))
 
 
+def owned(server: str, caller: str, task_ids: list[str]) -> list[str]:
+    """Of ``task_ids``, the open or ended tasks of ``caller`` on ``server``, in that order."""
+    wanted = [t for t in task_ids if wire.well_formed_task_id(t)]
+    found = set(
+        _tasks()
+        .filter(pk__in=wanted, server=server, caller=caller, expires__gt=timezone.now())
+        .values_list("pk", flat=True)
+    )
+    return [t for t in wanted if t in found]
+
+
+def _announce(endpoint: Endpoint, task_id: str, **extra: Any) -> None:
+    """Publish the task as it is now, for listen streams that follow it (and ``extra`` for
+    the process running it)."""
+    task = _rows(task_id).first()
+    if task is not None:
+        _tell(endpoint, task_id, {**extra, "task": detailed(task)})
+
+
 def clean() -> int:
     """Delete the tasks past their time to live (``tasks/get`` no longer finds them); how many."""
     from .models import Task
@@ -161,7 +180,7 @@ def handle(endpoint: Endpoint, method: str, params: Mapping[str, Any], ctx: Requ
         return {}
     if method == "tasks/cancel":
         if _finish(mine, wire.CANCELLED, message="Cancelled by the client"):
-            _tell(endpoint, task_id, {"ended": True})
+            _announce(endpoint, task_id, ended=True)
         elif not mine.exists():
             raise wire.unknown_task(task_id)
         return {}
@@ -366,6 +385,7 @@ class _Runner:
             return
         # For the watcher to see only once the row says so.
         self.waiting = _Waiting(requests, answer.state)
+        _announce(self.endpoint, self.task_id)
 
     def resume(self, waiting: _Waiting, answers: JSON) -> None:
         """The client answered every request (the watcher saw it): run the next round here."""
@@ -387,6 +407,7 @@ class _Runner:
             _let_go_of_connections()
             return
         self.ctx.input_responses = {wire.handler_key(k): answers[k] for k in waiting.requests}
+        _announce(self.endpoint, self.task_id)
         self._round()
 
     def end(self, status: str, payload: JSON | None = None) -> None:
@@ -407,7 +428,9 @@ class _Runner:
             else:
                 done = _finish(rows, wire.CANCELLED, message="Cancelled")
             audited: JSON = {"result": payload} if status == wire.COMPLETED else {"error": payload}
-            if not done:
+            if done:
+                _announce(self.endpoint, self.task_id)
+            else:
                 found = rows.values("status", "error").first() or {}
                 status = found.get("status", wire.CANCELLED)
                 audited = {"error": found.get("error")}
@@ -478,12 +501,15 @@ class _Watcher:
 
         now = timezone.now()
         expired = _tasks().filter(pk__in=list(watched), status__in=_OPEN, expires__lte=now)
-        _finish(
+        ended = list(expired.values_list("pk", flat=True))
+        if ended and _finish(
             expired,
             wire.FAILED,
             error=InternalError("The task outlived its time to live").to_error(),
             message="The task outlived its time to live",
-        )
+        ):
+            for task_id in ended:
+                _announce(watched[task_id].endpoint, task_id)
         rows = {
             row["pk"]: row
             for row in _tasks().filter(pk__in=list(watched)).values("pk", "status", "answers")

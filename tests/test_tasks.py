@@ -707,3 +707,34 @@ def test_update_and_cancel_are_answered_when_the_backend_cannot_carry_the_news(
     other = start("gated")
     assert cancel(other).status_code == 200
     assert get(other)["result"]["status"] == "cancelled"
+
+
+def test_a_listen_stream_follows_the_callers_tasks_it_asked_for() -> None:
+    from mcp_app.testing import MCPClient
+
+    client = MCPClient(jobs, capabilities=FOLLOWS)
+    task_id = start("two-at-once")
+    until(task_id, lambda t: t["status"] == "input_required")
+
+    def answer() -> None:
+        update(task_id, {"1.a": {"action": "decline"}, "1.b": {"action": "decline"}})
+
+    got = client.listen({"taskIds": [task_id, "someone-elses"]}, count=2, during=answer)
+    # Only the caller's own tasks are followed.
+    assert got["acknowledged"]["notifications"] == {"taskIds": [task_id]}
+    sent = [n for n in got["notifications"] if n["method"] == "notifications/tasks"]
+    assert [n["params"]["status"] for n in sent] == ["working", "completed"]
+    done = sent[-1]["params"]
+    assert done["taskId"] == task_id
+    assert done["result"]["content"][0]["text"] == '["a", "b"]'
+    assert done["_meta"]["io.modelcontextprotocol/subscriptionId"] is not None
+
+
+def test_a_cancel_reaches_a_stream_that_follows_the_task() -> None:
+    from mcp_app.testing import MCPClient
+
+    client = MCPClient(jobs, capabilities=FOLLOWS)
+    task_id = start("gated")
+    got = client.listen({"taskIds": [task_id]}, count=1, during=lambda: cancel(task_id))
+    [sent] = got["notifications"]
+    assert (sent["method"], sent["params"]["status"]) == ("notifications/tasks", "cancelled")

@@ -73,10 +73,15 @@ def task_id_of(params: Mapping[str, Any]) -> str:
     task_id = params.get("taskId")
     if not isinstance(task_id, str) or not task_id:
         raise InvalidParams("tasks/* requests need a 'taskId' (a string)")
-    if len(task_id) > TASK_ID_MAX or not (task_id.isascii() and task_id.isprintable()):
+    if not well_formed_task_id(task_id):
         # No task has such an id; and a database may refuse it in a query (a NUL).
         raise unknown_task(task_id)
     return task_id
+
+
+def well_formed_task_id(task_id: str) -> bool:
+    """Whether some task could have ``task_id``: visible ASCII within the column's length."""
+    return len(task_id) <= TASK_ID_MAX and task_id.isascii() and task_id.isprintable()
 
 
 def input_responses_of(params: Mapping[str, Any]) -> JSON:

@@ -280,7 +280,7 @@ class Endpoint:
             return Reply(200, jsonrpc.result_response(req.id, self.discover(catalog)))
         if req.method == "subscriptions/listen":
             try:
-                return Reply(200, listen=self.listen(req, catalog))
+                return Reply(200, listen=self.listen(req, catalog, incoming.user))
             except ProtocolError as exc:
                 return error_reply(req.id, exc)
 
@@ -326,20 +326,27 @@ class Endpoint:
             progress_token=req.progress_token,
         )
 
-    def listen(self, req: modern.ModernRequest, catalog: Catalog) -> Listen:
+    def listen(self, req: modern.ModernRequest, catalog: Catalog, user: Any = None) -> Listen:
         """The stream a ``subscriptions/listen`` request opens.
 
         Raises:
             InvalidParams: the filter is malformed.
+            MissingClientCapability: it asks for task notifications without the extension.
         """
         options = self.server.options
+        own_tasks = None
+        if task_wire.client_follows_tasks(req.capabilities):
+
+            def own_tasks(task_ids: list[str]) -> list[str]:
+                return tasks.owned(self.server.name, request_state.caller_id(user), task_ids)
+
         return Listen(
             self.server,
             req.id,
             req.params.get("notifications"),
             options.capabilities(catalog),
             lists_may_change=options.list_changed,
-            follows_tasks=task_wire.client_follows_tasks(req.capabilities),
+            own_tasks=own_tasks,
         )
 
     def discover(self, catalog: Catalog) -> JSON:

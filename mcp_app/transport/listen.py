@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..protocol import jsonrpc, tasks, versions
@@ -38,11 +39,12 @@ class Listen:
         requested: Any,
         capabilities: JSON,
         lists_may_change: bool = False,
-        follows_tasks: bool = False,
+        own_tasks: Callable[[list[str]], list[str]] | None = None,
     ) -> None:
         """Listen as ``requested``, for what ``capabilities`` offer; with ``lists_may_change``,
         a list empty now (so not in the capabilities) is listened to as well, since a
-        definition added later is announced.
+        definition added later is announced. ``own_tasks`` (for a client that follows tasks)
+        keeps the requested ``taskIds`` that are the caller's.
 
         Raises:
             InvalidParams: the filter is not an object of the documented shape.
@@ -50,14 +52,14 @@ class Listen:
         """
         if not isinstance(requested, dict):
             raise InvalidParams("subscriptions/listen needs a 'notifications' object")
+        honoured: JSON = {}
         task_ids = requested.get("taskIds")
         if task_ids is not None:
-            if not follows_tasks:
+            if own_tasks is None:
                 raise tasks.missing_extension("taskIds needs the tasks extension declared")
             if not isinstance(task_ids, list) or not all(isinstance(t, str) for t in task_ids):
                 raise InvalidParams("taskIds must be a list of task ids")
-            # Task status notifications are not sent (clients poll tasks/get): not honoured.
-        honoured: JSON = {}
+            honoured["taskIds"] = own_tasks(list(dict.fromkeys(task_ids)))
         for key, capability, _ in LISTS:
             if requested.get(key) is True and (capability in capabilities or lists_may_change):
                 honoured[key] = True
@@ -73,6 +75,9 @@ class Listen:
         self.request_id = request_id
         self.honoured = honoured
         self._uris = frozenset(honoured.get("resourceSubscriptions", ()))
+        self._task_channels = frozenset(
+            server.channel(f"task:{task_id}") for task_id in honoured.get("taskIds", ())
+        )
 
     @property
     def channels(self) -> list[str]:
@@ -81,7 +86,7 @@ class Listen:
             names.append(self.server.channel("lists"))
         if self._uris:
             names.append(self.server.channel("updated"))
-        return names
+        return names + sorted(self._task_channels)
 
     def _tagged(self, method: str, params: JSON | None = None) -> JSON:
         body = dict(params or {})
@@ -115,4 +120,6 @@ class Listen:
         uri = message.get("uri")
         if channel == self.server.channel("updated") and uri in self._uris:
             return [Event(self._tagged("notifications/resources/updated", {"uri": uri}))]
+        if channel in self._task_channels and isinstance(message.get("task"), dict):
+            return [Event(self._tagged("notifications/tasks", message["task"]))]
         return []

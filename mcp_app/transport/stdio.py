@@ -170,7 +170,7 @@ class StdioServer:
 
     def listen(self, req: modern.ModernRequest, catalog: Any) -> None:
         try:
-            listen = self.endpoint.listen(req, catalog)
+            listen = self.endpoint.listen(req, catalog, self.user)
         except ProtocolError as exc:
             self.write(jsonrpc.error_response(req.id, exc))
             return
