@@ -100,7 +100,8 @@ def start(
         tool=tool.name,
         caller=caller_id(ctx.user),
         status=wire.WORKING,
-        arguments=params.get("arguments"),
+        # Kept as the audit trail keeps them: only with AUDIT_ARGUMENTS (personal data).
+        arguments=params.get("arguments") if conf.AUDIT_ARGUMENTS else None,
         created=now,
         updated=now,
         ttl_ms=ttl * 1000,

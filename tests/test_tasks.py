@@ -738,3 +738,11 @@ def test_a_cancel_reaches_a_stream_that_follows_the_task() -> None:
     got = client.listen({"taskIds": [task_id]}, count=1, during=lambda: cancel(task_id))
     [sent] = got["notifications"]
     assert (sent["method"], sent["params"]["status"]) == ("notifications/tasks", "cancelled")
+
+
+def test_a_task_keeps_its_arguments_only_as_the_audit_trail_does(settings: Any) -> None:
+    task_id = start("slow", {"seconds": 0})
+    assert Task.objects.get(pk=task_id).arguments is None
+    settings.MCP_APP = {**settings.MCP_APP, "AUDIT_ARGUMENTS": True}
+    task_id = start("slow", {"seconds": 0})
+    assert Task.objects.get(pk=task_id).arguments == {"seconds": 0}
