@@ -205,8 +205,8 @@ async def _serve(
         await _send_response(answer.response, send)
     else:
         assert answer.reply is not None
-        # 4xx and 5xx answers were logged in the request's thread (_BareHooks.end).
-        await _send_reply(answer.reply, send, None)
+        # Other 4xx and 5xx answers were logged in the request's thread (_BareHooks.end).
+        await _send_reply(answer.reply, send, request if answer.from_call else None)
 
 
 async def _answer(
@@ -263,12 +263,9 @@ class _BareHooks(Hooks):
 
     def end(self, request: HttpRequest, reply: Reply | None) -> None:
         try:
-            status = None if reply is None else reply.status
-            if reply is not None and reply.call is not None:
-                # A call has run by now; a streamed one answered 200 before its end.
-                status = None if reply.call.streaming else reply.call.status
-            if status is not None and status >= 400:
-                _log(status, request)
+            # A call's plain answer is logged as it is sent (Answer.from_call).
+            if reply is not None and reply.call is None and reply.status >= 400:
+                _log(reply.status, request)
         finally:
             close_old_connections()
 

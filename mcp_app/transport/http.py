@@ -96,8 +96,6 @@ class Call:
         self.log = log
         self.retry_ms = retry_ms
         self.streaming = False
-        #: The HTTP status of its answer once it has run (a plain answer's own status).
-        self.status: int | None = None
 
     def event(self, message: JSON) -> Event:
         self.streaming = True

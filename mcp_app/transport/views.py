@@ -214,7 +214,6 @@ def _run(call: Call, put: Callable[[tuple[str, Any]], None]) -> None:
         call.ctx.server.endpoint.report(exc, call.ctx)
         error = jsonrpc.error_response(call.request_id, jsonrpc.InternalError("Internal error"))
         status, final = 500, Event(error)
-    call.status = status
     put((_FINAL, (status, final)))
 
 
@@ -291,6 +290,9 @@ class Answer:
     reply: Reply | None = None
     stream: AsyncGenerator[bytes, None] | None = None
     response: HttpResponse | None = None
+    #: A call's plain answer: its status was known only once it had run, after the request's
+    #: thread let go of it, so the sender logs a 4xx or 5xx.
+    from_call: bool = False
 
 
 def _settle(first: asyncio.Future[Item], item: Item) -> None:
@@ -375,7 +377,7 @@ async def respond(server: Server, request: HttpRequest, hooks: Hooks = _DJANGO_H
         return _failed(payload)
     plain = _plain_reply(kind, payload)
     if plain is not None:
-        return Answer(reply=plain)
+        return Answer(reply=plain, from_call=True)
     return Answer(stream=_call_chunks(call, kind, payload, items))
 
 
