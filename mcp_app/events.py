@@ -3,26 +3,22 @@
 from __future__ import annotations
 
 import functools
-import json
 import secrets
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from django.core.serializers.json import DjangoJSONEncoder
 from django.utils import timezone
 
 from .conf import conf
 from .delivery import backend
-from .protocol import jsonrpc
 from .protocol.modern import visible_ascii
+from .transport import sse
 
 if TYPE_CHECKING:
     from .server import Server
 
 JSON = dict[str, Any]
-#: Encodes an event as its stream sends it.
-_ENCODER = jsonrpc.encoder(cls=DjangoJSONEncoder, ensure_ascii=False)
 
 
 #: Most digits an event number is read with: more than a stream ever has.
@@ -75,7 +71,7 @@ class StreamLog:
         """
         self.open()
         self.seq += 1
-        kept = json.loads(jsonrpc.encode(message, _ENCODER))
+        kept = sse.as_sent(message)
         _write(self.session_id, self.stream, self.seq, kept, self.channel)
         return f"{self.stream}-{self.seq}"
 

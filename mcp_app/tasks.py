@@ -15,17 +15,14 @@ any read of it in its transaction, so SQLite's lock upgrades cannot deadlock.
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import secrets
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from django.core.serializers.json import DjangoJSONEncoder
 from django.db import close_old_connections, router, transaction
 from django.utils import timezone
 
@@ -38,6 +35,7 @@ from .protocol.context import RequestContext
 from .protocol.jsonrpc import InternalError, ProtocolError
 from .protocol.tasks import TaskWork
 from .state import caller_id
+from .transport import sse
 from .transport.workers import workers
 
 if TYPE_CHECKING:
@@ -56,8 +54,6 @@ WAKE_SECONDS = 1.0
 #: Most rounds of input one task's work may ask for.
 MAX_ROUNDS = 50
 _OPEN = (wire.WORKING, wire.INPUT_REQUIRED)
-#: Encodes a result as plain answers are encoded (dates, decimals, UUIDs) before it is kept.
-_ENCODER = jsonrpc.encoder(cls=DjangoJSONEncoder, ensure_ascii=False)
 
 
 def running() -> frozenset[str]:
@@ -185,15 +181,15 @@ def handle(endpoint: Endpoint, method: str, params: Mapping[str, Any], ctx: Requ
         elif not mine.exists():
             raise wire.unknown_task(task_id)
         return {}
-    _finish(
-        mine.filter(lease_until__lte=timezone.now()),
-        wire.FAILED,
-        error=InternalError("The process running the task ended before it finished").to_error(),
-        message="The process running the task ended",
-    )
     task = mine.first()
     if task is None:
         raise wire.unknown_task(task_id)
+    if task.status in _OPEN and task.lease_until is not None and task.lease_until <= timezone.now():
+        ended = InternalError("The process running the task ended before it finished")
+        _finish(
+            mine, wire.FAILED, error=ended.to_error(), message="The process running the task ended"
+        )
+        task.refresh_from_db()
     return detailed(task)
 
 
@@ -255,14 +251,6 @@ def _finish(
 # -- running the work ----------------------------------------------------------------------------
 
 
-@dataclass
-class _Waiting:
-    """A task parked until the client answers: its requests by their keys on the wire."""
-
-    requests: dict[str, JSON]
-    state: Any
-
-
 class _Runner:
     """The work of one task: its rounds run in pool threads of the process that created it."""
 
@@ -297,7 +285,8 @@ class _Runner:
         self.ctx.config = tool.config
         self.started = time.perf_counter()
         self.round = 0
-        self.waiting: _Waiting | None = None
+        #: The input requests a parked task waits for, by their keys on the wire.
+        self.waiting: dict[str, JSON] | None = None
         #: A round is scheduled or running (the watcher leaves the ending of it to the round).
         self.busy = False
         self.ended = False
@@ -385,10 +374,10 @@ class _Runner:
             self.end(wire.CANCELLED)
             return
         # For the watcher to see only once the row says so.
-        self.waiting = _Waiting(requests, answer.state)
+        self.waiting = requests
         _announce(self.endpoint, self.task_id)
 
-    def resume(self, waiting: _Waiting, answers: JSON) -> None:
+    def resume(self, waiting: dict[str, JSON], answers: JSON) -> None:
         """The client answered every request (the watcher saw it): run the next round here."""
         try:
             resumed = (
@@ -407,7 +396,7 @@ class _Runner:
             self.end(wire.CANCELLED)
             _let_go_of_connections()
             return
-        self.ctx.input_responses = {wire.handler_key(k): answers[k] for k in waiting.requests}
+        self.ctx.input_responses = {wire.handler_key(k): answers[k] for k in waiting}
         _announce(self.endpoint, self.task_id)
         self._round()
 
@@ -453,7 +442,7 @@ def _kept(task_id: str, status: str, payload: JSON | None) -> tuple[str, JSON | 
     cannot carry becomes the internal error its answer would have been)."""
     if payload is None:
         return status, None
-    message = json.loads(jsonrpc.encode(jsonrpc.result_response(task_id, payload), _ENCODER))
+    message = sse.as_sent(jsonrpc.result_response(task_id, payload))
     if "error" in message:
         return wire.FAILED, message["error"]
     return status, message["result"]
@@ -527,7 +516,7 @@ class _Watcher:
                 continue
             waiting = runner.waiting
             answers = row["answers"] or {}
-            if waiting is not None and all(key in answers for key in waiting.requests):
+            if waiting is not None and all(key in answers for key in waiting):
                 runner.waiting = None  # resumed once, however soon the watcher looks again
                 runner._schedule(functools.partial(runner.resume, waiting, answers))
         if time.monotonic() - self.renewed >= LEASE_SECONDS / 4:

@@ -24,7 +24,6 @@ SUPPORT = ("forbidden", "optional", "required")
 METHODS = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
 WORKING, INPUT_REQUIRED = "working", "input_required"
 COMPLETED, FAILED, CANCELLED = "completed", "failed", "cancelled"
-TERMINAL = frozenset({COMPLETED, FAILED, CANCELLED})
 #: The longest task id there is (the column's length).
 TASK_ID_MAX = 64
 

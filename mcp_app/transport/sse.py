@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,12 +24,18 @@ _LINE_BREAKS = str.maketrans({"\u0085": "\\u0085", "\u2028": "\\u2028", "\u2029"
 
 
 #: As plain JSON answers are encoded (dates, decimals, UUIDs), on one line.
-_ENCODER = jsonrpc.encoder(cls=DjangoJSONEncoder, ensure_ascii=False, separators=(",", ":"))
+ENCODER = jsonrpc.encoder(cls=DjangoJSONEncoder, ensure_ascii=False, separators=(",", ":"))
 
 
 def dumps(message: Any) -> str:
     """``message`` as JSON on one line, whichever way a client splits lines."""
-    return jsonrpc.encode(message, _ENCODER).translate(_LINE_BREAKS)
+    return jsonrpc.encode(message, ENCODER).translate(_LINE_BREAKS)
+
+
+def as_sent(message: Any) -> Any:
+    """``message`` as a stream sends it, read back as plain JSON: dates and decimals as text,
+    and what JSON cannot carry replaced as ``jsonrpc.encode`` replaces it."""
+    return json.loads(dumps(message))
 
 
 def event(message: Any, event_id: str | None = None) -> bytes:

@@ -8,7 +8,6 @@ import time
 from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any
 
-from django.core.serializers.json import DjangoJSONEncoder
 from django.db import close_old_connections
 
 from ..delivery import backend
@@ -16,6 +15,7 @@ from ..protocol import jsonrpc, modern, versions
 from ..protocol.context import RequestContext
 from ..protocol.jsonrpc import InvalidParams, InvalidRequest, ParseError, ProtocolError
 from ..sessions import SessionData
+from . import sse
 from .legacy import _error as legacy_error
 from .legacy import bad_progress_token, no_logging
 
@@ -29,7 +29,6 @@ DRAIN_SECONDS = 5.0
 
 
 #: As HTTP answers are encoded (dates, decimals, UUIDs as text), on one line.
-_ENCODER = jsonrpc.encoder(cls=DjangoJSONEncoder, ensure_ascii=False, separators=(",", ":"))
 
 
 class StdioServer:
@@ -53,7 +52,7 @@ class StdioServer:
         self._threads: list[threading.Thread] = []
 
     def write(self, message: JSON) -> None:
-        line = jsonrpc.encode(message, _ENCODER)
+        line = jsonrpc.encode(message, sse.ENCODER)
         with self._write_lock:
             self.outfile.write(line + "\n")
             self.outfile.flush()
