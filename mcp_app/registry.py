@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import inspect
 import re
@@ -129,6 +130,10 @@ class ToolDef:
         if self.output_schema is not None and not isinstance(self.output_schema, dict):
             raise DefinitionError(f"tool {self.name!r}: output_schema must be a JSON Schema object")
         _check_face("tool", self.name, self)
+        # The tool's own copies: what it validates against (keyed once, in ``schema_key``)
+        # and what it lists stay the same, whatever the registrant does with its dicts later.
+        object.__setattr__(self, "input_schema", copy.deepcopy(self.input_schema))
+        object.__setattr__(self, "output_schema", copy.deepcopy(self.output_schema))
 
     @cached_property
     def is_async(self) -> bool:
@@ -146,6 +151,21 @@ class ToolDef:
         if self.meta:
             wire["_meta"] = dict(self.meta)
         return wire
+
+    def schema_key(self, which: str) -> str:
+        """The canonical text of the ``"input"`` or ``"output"`` schema, made once.
+
+        Raises:
+            SchemaError: the schema is not JSON.
+        """
+        keys: dict[str, str] = self.__dict__.setdefault("_schema_keys", {})
+        key = keys.get(which)
+        if key is None:
+            from .schema import canonical
+
+            schema = self.input_schema if which == "input" else self.output_schema
+            key = keys[which] = canonical(schema)
+        return key
 
     @cached_property
     def header_params(self) -> dict[str, str]:

@@ -133,7 +133,7 @@ class JSONSchemaValidator(Validator):
             SchemaError: the schema is not JSON, breaks its meta-schema, uses an unsupported
                 ``$schema`` or has a ``$ref`` that does not resolve locally.
         """
-        self._compiled(_canonical(schema))
+        self._compiled(canonical(schema))
 
     def problems(self, schema: Schema, instance: object) -> list[Problem]:
         """Return every way ``instance`` fails ``schema``, most relevant first; empty if valid.
@@ -142,7 +142,12 @@ class JSONSchemaValidator(Validator):
             SchemaError: as for ``check_schema``, or a reference met only while validating
                 does not resolve locally.
         """
-        compiled, quick = self._compiled(_canonical(schema))
+        return self.problems_of(canonical(schema), instance)
+
+    def problems_of(self, key: str, instance: object) -> list[Problem]:
+        """As ``problems``, for the schema whose canonical text (``canonical()``) is ``key``:
+        for a schema that does not change, keyed once rather than on every call."""
+        compiled, quick = self._compiled(key)
         if quick is not None and quick(instance):
             return []
         try:
@@ -233,7 +238,12 @@ _REGISTRY: Registry[Schema] = jsonschema_specifications.REGISTRY.combine(
 )
 
 
-def _canonical(schema: object) -> str:
+def canonical(schema: object) -> str:
+    """The schema as sorted JSON text: what compiled validators are cached by.
+
+    Raises:
+        SchemaError: the schema is not a JSON object or boolean.
+    """
     if not isinstance(schema, bool | Mapping):
         raise SchemaError(f"expected object or boolean, got {_json_type(schema)}")
     try:

@@ -27,7 +27,7 @@ from mcp_app.protocol.jsonrpc import (
     ResourceNotFound,
 )
 from mcp_app.registry import Catalog, PromptArgument, PromptDef, ResourceDef, TemplateDef, ToolDef
-from mcp_app.schema import Problem
+from mcp_app.schema import JSONSchemaValidator, Problem
 
 NUMBERS_SCHEMA = {
     "type": "object",
@@ -465,6 +465,31 @@ def test_a_custom_validator_is_used_for_input() -> None:
     catalog = Catalog(1, tools=[tool("t", returning("x"))])
     result = call(make_engine(validator=Strict()), catalog, "t", {"x": 1})
     assert result["content"][0]["text"] == "Invalid arguments at /x: always wrong"
+
+
+def test_a_subclass_of_the_default_validator_overriding_problems_is_used() -> None:
+    class Strict(JSONSchemaValidator):
+        def problems(self, schema: Any, instance: object) -> list[Problem]:
+            return [Problem("/x", "always wrong")]
+
+    catalog = Catalog(1, tools=[tool("t", returning("x"))])
+    result = call(make_engine(validator=Strict()), catalog, "t", {"x": 1})
+    assert result["content"][0]["text"] == "Invalid arguments at /x: always wrong"
+
+
+def test_a_schema_changed_by_its_registrant_after_registration_changes_nothing() -> None:
+    schema: dict[str, Any] = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    output: dict[str, Any] = {"type": "object", "properties": {"sum": {"type": "integer"}}}
+    add = tool("t", returning({"sum": 1}), input_schema=schema, output_schema=output)
+    catalog = Catalog(1, tools=[add])
+    assert not call(make_engine(), catalog, "t", {"n": 1}).get("isError")
+    schema["properties"]["n"]["type"] = "string"
+    output["properties"]["sum"]["type"] = "string"
+    # Validated and listed as registered, both ways.
+    assert not call(make_engine(), catalog, "t", {"n": 2}).get("isError")
+    assert call(make_engine(), catalog, "t", {"n": "2"})["isError"] is True
+    assert add.wire["inputSchema"]["properties"]["n"] == {"type": "integer"}
+    assert add.wire["outputSchema"]["properties"]["sum"] == {"type": "integer"}
 
 
 # ---------------------------------------------------------------- async handlers

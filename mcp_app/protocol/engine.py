@@ -245,7 +245,7 @@ class Engine:
         if not isinstance(arguments, dict):
             raise InvalidParams("tools/call 'arguments' must be an object")
         if self.validate_input():
-            problems = self._problems(tool, "input", tool.input_schema, arguments)
+            problems = self._problems(tool, "input", arguments)
             if problems:
                 return {
                     "content": [{"type": "text", "text": format_problems(problems)}],
@@ -300,11 +300,18 @@ class Engine:
         self._check_output(tool, result)
         return result
 
-    def _problems(self, tool: ToolDef, which: str, schema: JSON, instance: Any) -> list[Any]:
+    def _problems(self, tool: ToolDef, which: str, instance: Any) -> list[Any]:
         """How ``instance`` fails the tool's ``which`` schema; a schema that cannot be used
         (a reference met only now that does not resolve, or loops) is the server's error."""
+        validator = self.validator()
         try:
-            return self.validator().problems(schema, instance)
+            if isinstance(validator, JSONSchemaValidator) and (
+                type(validator).problems is JSONSchemaValidator.problems
+            ):
+                # The tool's schemas never change: their key is made once, not per call.
+                return validator.problems_of(tool.schema_key(which), instance)
+            schema = tool.input_schema if which == "input" else tool.output_schema
+            return validator.problems(schema if schema is not None else True, instance)
         except SchemaError as exc:
             logger.error("tool %r has an %s schema that cannot be used: %s", tool.name, which, exc)
             raise InternalError(
@@ -318,7 +325,7 @@ class Engine:
             raise InternalError(
                 f"Tool {tool.name} has an output schema but returned no structured content"
             )
-        problems = self._problems(tool, "output", tool.output_schema, result["structuredContent"])
+        problems = self._problems(tool, "output", result["structuredContent"])
         if problems:
             raise InternalError(
                 format_problems(
