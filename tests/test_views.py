@@ -62,3 +62,65 @@ def test_a_reply_json_cannot_carry_is_an_internal_error() -> None:
         "id": 4,
         "error": {"code": -32603, "message": "Internal error"},
     }
+
+
+class _SlowStream:
+    """A listen stream whose subscription takes a while to open."""
+
+    finished = False
+
+    def __init__(self) -> None:
+        self.closed_calls = 0
+
+    @property
+    def channels(self) -> list[str]:
+        return ["views-test:slow"]
+
+    def opening(self) -> list[Any]:
+        return []
+
+    def backlog(self) -> list[Any]:
+        return []
+
+    def notifications(self, channel: str, message: dict[str, Any]) -> list[Any]:
+        return []
+
+    def closed(self) -> None:
+        self.closed_calls += 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_listen_stream_whose_client_left_while_it_opened_is_closed(monkeypatch: Any) -> None:
+    import asyncio
+    import threading
+    import time
+
+    from mcp_app.delivery import backend
+    from mcp_app.transport import views
+
+    opened = threading.Event()
+    make = views._ListenRelay.__init__
+
+    def slowly(self: Any, stream: Any) -> None:
+        opened.set()
+        time.sleep(0.3)
+        make(self, stream)
+
+    monkeypatch.setattr(views._ListenRelay, "__init__", slowly)
+    stream = _SlowStream()
+
+    async def leave_early() -> None:
+        chunks = views._listen_chunks(stream)  # type: ignore[arg-type]
+        task = asyncio.ensure_future(chunks.__anext__())
+        await asyncio.to_thread(opened.wait, 5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.sleep(0.6)  # the subscription opens meanwhile
+
+    asyncio.run(leave_early())
+    deadline = time.monotonic() + 5
+    while stream.closed_calls == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert backend().subscriber_count("views-test:slow") == 0  # type: ignore[attr-defined]
+    assert stream.closed_calls == 1

@@ -402,7 +402,13 @@ async def _call_chunks(
 
 async def _listen_chunks(stream: Stream) -> AsyncGenerator[bytes, None]:
     # Subscribing may wait on the backend (Redis, the database poller): not on the loop.
-    relay, chunks = await sync_to_async(_open_listen, thread_sensitive=False)(stream)
+    opening = asyncio.ensure_future(sync_to_async(_open_listen, thread_sensitive=False)(stream))
+    try:
+        relay, chunks = await asyncio.shield(opening)
+    except asyncio.CancelledError:
+        # The client went away while its thread subscribed: close the stream once it is open.
+        opening.add_done_callback(_abandoned)
+        raise
     try:
         while True:
             for chunk in chunks:
@@ -417,6 +423,15 @@ async def _listen_chunks(stream: Stream) -> AsyncGenerator[bytes, None]:
         relay.unsubscribe()
         # The backend may wait (the database one queries): not on the loop.
         workers.run(functools.partial(_closed, stream))
+
+
+def _abandoned(opening: asyncio.Future[tuple[_ListenRelay, list[bytes]]]) -> None:
+    """Close a listen stream that opened after its client went away."""
+    if opening.cancelled() or opening.exception() is not None:
+        return  # never opened: _open_listen unsubscribed
+    relay, _ = opening.result()
+    relay.unsubscribe()
+    workers.run(functools.partial(_closed, relay.stream))
 
 
 def _plain_reply(kind: str, payload: Any) -> Reply | None:
