@@ -9,8 +9,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.core.exceptions import PermissionDenied
 from django.db import DataError
+from django.http import Http404
 from rest_framework.authentication import TokenAuthentication
+from rest_framework.exceptions import APIException
 
 from .conf import conf
 
@@ -71,7 +74,6 @@ def admit(request: Any, server_name: str) -> tuple[Any, Refusal | None]:
         # Nothing to check: the site's own middleware decided who calls.
         return getattr(request, "user", None), None
 
-    from rest_framework import exceptions
     from rest_framework.request import Request
 
     if authenticators is None:
@@ -87,7 +89,7 @@ def admit(request: Any, server_name: str) -> tuple[Any, Refusal | None]:
         drf_request = Request(request, authenticators=_instances(authenticators))
         try:
             user = drf_request.user
-        except exceptions.APIException as exc:
+        except _REFUSALS as exc:
             # Bad credentials, or SessionAuthentication's CSRF check (403), as DRF answers.
             return None, _refusal(request, exc)
         except DataError:
@@ -105,7 +107,7 @@ def admit(request: Any, server_name: str) -> tuple[Any, Refusal | None]:
     for permission in permissions:
         try:
             allowed = permission.has_permission(drf_request, view)
-        except exceptions.APIException as exc:  # a permission may raise its own refusal
+        except _REFUSALS as exc:  # a permission may raise its own refusal
             return user, _refusal(request, exc)
         if not allowed:
             if not getattr(user, "is_authenticated", False):
@@ -130,17 +132,30 @@ def _has_controls(value: str) -> bool:
     return _CONTROLS.search(value) is not None
 
 
-def _refusal(request: Any, exc: Any) -> Refusal:
-    """The refusal for a DRF exception raised while authenticating or authorising."""
+#: What authenticators and permissions raise to refuse a request: DRF's exceptions, and
+#: Django's own two, which DRF's views answer 403 and 404 too.
+_REFUSALS = (APIException, PermissionDenied, Http404)
+
+
+def _refusal(request: Any, exc: Exception) -> Refusal:
+    """The refusal for an exception raised while authenticating or authorising."""
     from rest_framework import exceptions
 
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, PermissionDenied):
+        exc = exceptions.PermissionDenied()
+    assert isinstance(exc, APIException)
     message = _detail(exc.detail)
     if isinstance(exc, exceptions.AuthenticationFailed):
         return _unauthorized(request, message, invalid=True)
     if isinstance(exc, exceptions.NotAuthenticated):
         return _unauthorized(request, message)
     status = int(getattr(exc, "status_code", 403) or 403)
-    return Refusal(status if 400 <= status < 600 else 403, message)
+    headers = {}
+    if isinstance(exc, exceptions.Throttled):
+        headers["Retry-After"] = str(max(1, math.ceil(getattr(exc, "wait", None) or 1)))
+    return Refusal(status if 400 <= status < 600 else 403, message, headers)
 
 
 def _detail(detail: Any) -> str:

@@ -13,6 +13,8 @@ from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractUser, Group, Permission
 from django.core.cache import cache
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.http import Http404
 from django.test import Client
 from django.urls import path, reverse
 from rest_framework import exceptions
@@ -329,6 +331,14 @@ class Raises(BasePermission):
             raise exceptions.PermissionDenied({"reason": "Not on Sundays"})
         if raising == "list":
             raise exceptions.ValidationError(["Say please", "Say thank you"])
+        if raising == "django":
+            raise DjangoPermissionDenied("not shown")
+        if raising == "404":
+            raise Http404("not shown")
+        if raising == "throttled":
+            raise exceptions.Throttled(wait=2.5)
+        if raising == "bug":
+            raise RuntimeError("a bug in the permission")
         raise exceptions.PermissionDenied("Not today")
 
 
@@ -355,6 +365,26 @@ def test_a_permission_that_raises_answers_as_drf_would(mcp: Any) -> None:
     assert (keyed.status_code, keyed.json()["error"]["message"]) == (403, "Not on Sundays")
     listed = post("tools/list", headers={"X-Raise": "list"})
     assert (listed.status_code, listed.json()["error"]["message"]) == (400, "Say please")
+    django = post("tools/list", headers={"X-Raise": "django"})
+    assert django.status_code == 403
+    assert django.json()["error"]["message"] == "You do not have permission to perform this action."
+    missing = post("tools/list", headers={"X-Raise": "404"})
+    assert (missing.status_code, missing.json()["error"]["code"]) == (404, -32600)
+    throttled = post("tools/list", headers={"X-Raise": "throttled"})
+    assert (throttled.status_code, throttled["Retry-After"]) == (429, "3")
+
+
+def test_a_permission_with_a_bug_is_a_json_rpc_500_on_either_view(mcp: Any) -> None:
+    mcp(AUTHENTICATION_CLASSES=[TOKEN], PERMISSION_CLASSES=[f"{__name__}.Raises"])
+    broken = Client(raise_request_exception=False).post(
+        "/guarded/mcp",
+        data=json.dumps(modern_request("tools/list")[0]),
+        content_type="application/json",
+        headers={**modern_request("tools/list")[1], "X-Raise": "bug"},
+    )
+    assert broken.status_code == 500
+    assert broken["Content-Type"] == "application/json"
+    assert broken.json()["error"] == {"code": -32603, "message": "Internal error"}
 
 
 # -- protected resource metadata (RFC 9728) ------------------------------------------------

@@ -539,7 +539,11 @@ def sync_view(server: Server) -> Callable[..., HttpResponseBase]:
 
     @csrf_exempt
     def mcp_endpoint(request: HttpRequest) -> HttpResponseBase:
-        reply = _reply(server, request, _DJANGO_HOOKS)
+        try:
+            reply = _reply(server, request, _DJANGO_HOOKS)
+        except Exception as exc:
+            # A client of this endpoint reads JSON-RPC, not Django's HTML error page.
+            return failure(exc, request)
         if reply.listen is not None:
             return _stream_sync_listen(reply.listen)
         if reply.call is None:
