@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from django.utils import timezone
 
 from .conf import conf
-from .delivery import backend
+from .delivery import tell
 from .protocol.modern import visible_ascii
 from .transport import sse
 
@@ -99,7 +99,8 @@ def _store(session_id: str, stream: str, seq: int, message: JSON, channel: str |
         # No connection is left open in this thread between writes.
         connections.close_all()
     if channel is not None:
-        backend().publish(channel, {"seq": seq, "message": message})
+        # A follower that misses it reads it from the table when it resumes.
+        tell(channel, {"seq": seq, "message": message})
 
 
 def stream_channel(server: Server, session_id: str, stream: str) -> str:

@@ -220,14 +220,13 @@ class _Edits:
         # Django logs a failing robust hook by its __qualname__, which a bound method of an
         # instance has but an instance does not; so the hook is a plain function.
         def publish_row_edits() -> None:
-            from .delivery import backend
+            from .delivery import tell
 
             _known.forget(self.server)
-            delivery = backend()
             kinds = [kind for kind in KINDS if kind in self.kinds]
-            delivery.publish(channel_name(self.server, "lists"), {"kinds": kinds})
+            tell(channel_name(self.server, "lists"), {"kinds": kinds})
             for uri in sorted(self.uris):
-                delivery.publish(channel_name(self.server, "updated"), {"uri": uri})
+                tell(channel_name(self.server, "updated"), {"uri": uri})
 
         return publish_row_edits
 

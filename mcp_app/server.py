@@ -166,7 +166,10 @@ class Server:
         self._catalog = None
         for listener in list(self._listeners):
             listener(self, {kind})
-        self.announce({"kinds": [kind]}, "lists")
+
+    def _announce_change(self, label: str) -> None:
+        # Not under the lock: a slow backend must not hold up every catalog() meanwhile.
+        self.announce({"kinds": [_KINDS[label]]}, "lists")
 
     def channel(self, topic: str) -> str:
         """The delivery channel of one of this server's topics (``lists``, ``updated``)."""
@@ -180,15 +183,18 @@ class Server:
         """
         if "_endpoint" not in self.__dict__:
             return
-        from django.db import transaction
+        from django.db import connections, transaction
 
-        from .delivery import backend
+        from .delivery import tell
 
         channel = self.channel(topic)
-        # robust: a backend failing after the commit is logged, not turned into an error.
-        transaction.on_commit(
-            lambda: backend().publish(channel, message), using=conf.DATABASE_ALIAS, robust=True
-        )
+        alias = conf.DATABASE_ALIAS
+        # Outside a transaction at once: on_commit would connect to the database to find that
+        # out, which an event loop may not do and a database that is down cannot.
+        if not connections[alias].in_atomic_block:
+            tell(channel, message)
+            return
+        transaction.on_commit(lambda: tell(channel, message), using=alias)
 
     def notify_resource_updated(self, uri: str) -> None:
         """Tell clients subscribed to ``uri`` that its content changed (after commit)."""
@@ -201,6 +207,7 @@ class Server:
                 raise AlreadyRegistered(kind, key, existing.handler, definition.handler)
             registry[key] = definition
             self._changed(kind)
+        self._announce_change(kind)
         return definition
 
     def _remove(self, registry: dict[str, Any], kind: str, key: str) -> None:
@@ -209,6 +216,7 @@ class Server:
                 raise NotRegistered(kind, key)
             del registry[key]
             self._changed(kind)
+        self._announce_change(kind)
 
     # -- tools ---------------------------------------------------------------------------
 

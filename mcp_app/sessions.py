@@ -115,10 +115,10 @@ _recent: Recent[str, tuple[SessionData, float]] = Recent(limit=_RECENT_MAX)
 
 def _changed(session_id: str) -> None:
     """Forget the session here, and tell the other processes to."""
-    from .delivery import backend
+    from .delivery import tell
 
     _recent.forget(session_id)
-    backend().publish(CHANNEL, {"session": session_id})
+    tell(CHANNEL, {"session": session_id})
 
 
 def forget_sessions() -> None:

@@ -27,7 +27,7 @@ from django.db import close_old_connections, router, transaction
 from django.utils import timezone
 
 from .conf import conf
-from .delivery import backend
+from .delivery import backend, tell
 from .input import InputRequired
 from .protocol import jsonrpc
 from .protocol import tasks as wire
@@ -219,10 +219,7 @@ def _update(endpoint: Endpoint, task_id: str, mine: Any, responses: Mapping[str,
 def _tell(endpoint: Endpoint, task_id: str, message: JSON) -> None:
     """Tell the process running the task at once; the row has it already, and the watcher of
     that process reads it within ``WAKE_SECONDS`` anyway."""
-    try:
-        backend().publish(_channel(endpoint, task_id), message)
-    except Exception:
-        logger.exception("Could not tell the process running task %s", task_id)
+    tell(_channel(endpoint, task_id), message)
 
 
 def _finish(

@@ -14,6 +14,7 @@ from django.urls.resolvers import RegexPattern
 
 import mcp_app
 from mcp_app.content import text
+from mcp_app.delivery.local import LocalBackend
 from mcp_app.exceptions import AlreadyRegistered, DefinitionError, MCPAppError, NotRegistered
 from mcp_app.protocol.context import RequestContext
 from mcp_app.protocol.engine import Engine
@@ -523,6 +524,59 @@ def test_changes_and_updates_are_published_after_commit(
         server, 9, {"toolsListChanged": True}, server.options.capabilities(server.catalog())
     )
     assert len(listen.notifications(*received[0])) == 1
+
+
+class BrokenBackend(LocalBackend):
+    """A backend that is down: every publish fails."""
+
+    def publish(self, channel: str, message: dict[str, Any]) -> None:
+        raise ConnectionError("the backend is down")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_outside_a_transaction_a_change_is_published_at_once_even_from_an_event_loop(
+    server: mcp_app.Server,
+) -> None:
+    import asyncio
+
+    from mcp_app.delivery import backend
+
+    received: list[tuple[str, dict[str, Any]]] = []
+    unsubscribe = backend().subscribe(
+        [server.channel("lists"), server.channel("updated")],
+        lambda channel, message: received.append((channel, message)),
+    )
+    server.endpoint  # noqa: B018
+
+    async def in_a_handler() -> None:
+        # An async handler: no database access is allowed here.
+        server.add_tool(first_handler)
+        server.notify_resource_updated("x://b")
+
+    try:
+        asyncio.run(in_a_handler())
+    finally:
+        unsubscribe()
+    assert received == [
+        (server.channel("lists"), {"kinds": ["tools"]}),
+        (server.channel("updated"), {"uri": "x://b"}),
+    ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_backend_that_is_down_is_logged_and_the_change_stands(
+    server: mcp_app.Server, settings: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings.MCP_APP = {
+        **settings.MCP_APP,
+        "DELIVERY_BACKEND": f"{__name__}.BrokenBackend",
+    }
+    server.endpoint  # noqa: B018
+    server.add_tool(first_handler)
+    assert "first_handler" in server.catalog().tool_map
+    assert "Could not publish on" in caplog.text
+    server.remove_tool("first_handler")
+    assert "first_handler" not in server.catalog().tool_map
 
 
 # ---------------------------------------------------------------- urls

@@ -546,6 +546,23 @@ def test_initialized_notification_is_accepted_and_marks_the_session(
     assert Session.objects.get(pk=session.id).initialized is True
 
 
+def test_with_the_delivery_backend_down_session_changes_are_still_answered(
+    session: LegacySession, settings: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    set_mcp(settings, DELIVERY_BACKEND="tests.test_server.BrokenBackend")
+    initialized = session.notify("notifications/initialized")
+    assert initialized.status_code == 202
+    assert Session.objects.get(pk=session.id).initialized is True
+    cancelled = session.notify("notifications/cancelled", {"requestId": 7})
+    assert cancelled.status_code == 202
+    subscribed = session.request("resources/subscribe", {"uri": "demo://greeting"})
+    assert subscribed.status_code == 200 and "result" in subscribed.json()
+    ended = session.client.delete("/mcp", headers=session.headers())
+    assert ended.status_code == 200
+    assert not Session.objects.filter(pk=session.id).exists()
+    assert "Could not publish on" in caplog.text
+
+
 # -- Mcp-Session-Id -------------------------------------------------------------------------------
 
 

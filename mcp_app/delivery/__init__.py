@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import functools
+import logging
+from typing import Any
 
 from .base import Backend, Sink
 
-__all__ = ["Backend", "Sink", "backend"]
+__all__ = ["Backend", "Sink", "backend", "tell"]
+
+logger = logging.getLogger("mcp_app")
 
 
 def backend() -> Backend:
@@ -22,3 +26,18 @@ def _load(path: str) -> Backend:
 
     cls = import_string(path)
     return cls()  # type: ignore[no-any-return]
+
+
+def tell(channel: str, message: dict[str, Any]) -> bool:
+    """Publish ``message`` on ``channel``; a backend failure is logged, not raised.
+
+    For news sent after the change it tells of is made (a row written, a session ended):
+    the request that made it is answered all the same, and whoever misses the news reads
+    the change from the database later. Returns whether the message went out.
+    """
+    try:
+        backend().publish(channel, message)
+    except Exception:
+        logger.exception("Could not publish on %s; its listeners learn of it later", channel)
+        return False
+    return True

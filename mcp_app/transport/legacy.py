@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import sessions
 from ..conf import conf
-from ..delivery import backend
+from ..delivery import backend, tell
 from ..events import StreamLog, events_from, parse_event_id, stream_channel
 from ..input import InputRequired
 from ..protocol import jsonrpc, legacy, versions
@@ -283,8 +283,8 @@ class LegacyEndpoint:
             return refused  # type: ignore[return-value]
         sessions.store().end(session.id)
         # Open GET streams end, and calls waiting for the client's answers stop waiting.
-        backend().publish(self.server.channel(f"outbox:{session.id}"), {"ended": True})
-        backend().publish(self.server.channel(f"session:{session.id}"), {"ended": True})
+        tell(self.server.channel(f"outbox:{session.id}"), {"ended": True})
+        tell(self.server.channel(f"session:{session.id}"), {"ended": True})
         return Reply(200)
 
     # -- messages ------------------------------------------------------------------------
@@ -338,9 +338,7 @@ class LegacyEndpoint:
         if method == "notifications/initialized":
             sessions.store().update(session.id, initialized=True)
         elif method == "notifications/cancelled" and "requestId" in params:
-            backend().publish(
-                self.server.channel(f"session:{session.id}"), {"cancel": params["requestId"]}
-            )
+            tell(self.server.channel(f"session:{session.id}"), {"cancel": params["requestId"]})
 
     def request(self, message: JSON, session: sessions.SessionData, incoming: Incoming) -> Reply:
         from .http import Call, Reply
@@ -421,9 +419,7 @@ class LegacyEndpoint:
             )
             if subscribed is None:
                 raise InvalidRequest("The session has ended")
-            backend().publish(
-                self.server.channel(f"outbox:{session.id}"), {"subscriptions": subscribed}
-            )
+            tell(self.server.channel(f"outbox:{session.id}"), {"subscriptions": subscribed})
             return {}
         return None
 
