@@ -8,8 +8,10 @@ after reading it, for changes nothing announces.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
@@ -29,6 +31,7 @@ class Recent(Generic[K, V]):
         self._epoch = 0
         self._limit = limit
         self._watching: set[tuple[int, str]] = set()
+        _every.add(self)
 
     def get(self, key: K) -> V | None:
         """The value, if read lately and not forgotten since."""
@@ -81,3 +84,20 @@ class Recent(Generic[K, V]):
                 return
             self._watching.add(token)
         delivery.subscribe([channel], lambda _channel, message: self.forget(key_of(message)))
+
+
+#: Every ``Recent``, to be reset in a forked child.
+_every: weakref.WeakSet[Recent[Any, Any]] = weakref.WeakSet()
+
+
+def _forked() -> None:
+    # A forked child builds its own delivery backend, with none of the parent's subscriptions:
+    # what it keeps is trusted only once it watches for changes again, on the next read.
+    for recent in list(_every):
+        recent._lock = threading.Lock()
+        recent._entries.clear()
+        recent._watching.clear()
+        recent._epoch += 1
+
+
+os.register_at_fork(after_in_child=_forked)

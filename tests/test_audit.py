@@ -627,6 +627,7 @@ def test_threads_recording_and_flushing_at_once_lose_nothing(deferred: Any) -> N
         assert mine == [f"{worker}:{number}" for number in range(200)]
 
 
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 def test_a_forked_child_starts_with_an_empty_queue_of_its_own(deferred: Any) -> None:
     deferred()
     audit.record(entry("tool-0"))

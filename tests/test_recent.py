@@ -102,3 +102,29 @@ def test_the_in_process_backend_is_not_watched() -> None:
     recent.store("a", 1, recent.epoch())
     delivery.backend().publish("changes", {"key": "a"})
     assert recent.get("a") == 1
+
+
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_forked_child_watches_again_with_a_backend_of_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import os
+
+    class Relay(SinkTable):
+        def subscribe(self, channels: Any, sink: Any) -> Any:
+            return lambda: None
+
+    relay = Relay()
+    monkeypatch.setattr(delivery, "backend", lambda: relay)
+    recent: Recent[str, int] = Recent()
+    recent.watch("changes", lambda message: message["key"])
+    recent.store("a", 1, recent.epoch())
+    before = delivery._load("mcp_app.delivery.local.LocalBackend")
+    pid = os.fork()
+    if pid == 0:  # the child
+        fresh = delivery._load("mcp_app.delivery.local.LocalBackend") is not before
+        ok = fresh and recent.get("a") is None and not recent._watching
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert recent.get("a") == 1 and recent._watching

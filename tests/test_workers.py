@@ -139,3 +139,22 @@ def test_a_setting_that_cannot_be_read_does_not_stop_a_thread_serving() -> None:
     with override_settings(MCP_APP={"BATCH_SCHEDULING": Unreadable()}):
         assert module.batch_scheduling() is False
         assert submit(Workers(), lambda: "served").result(5) == "served"
+
+
+# A preforking server (gunicorn) forks a process whose pool may have threads already.
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_forked_child_starts_threads_of_its_own() -> None:
+    ran = threading.Event()
+    module.workers.run(ran.set)
+    assert ran.wait(5)
+    deadline = time.monotonic() + 5
+    while module.workers.idle == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert module.workers.idle > 0
+    pid = os.fork()
+    if pid == 0:  # the child: none of the parent's threads is here
+        done = threading.Event()
+        module.workers.run(done.set)
+        os._exit(0 if done.wait(2) else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

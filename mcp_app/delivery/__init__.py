@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 from typing import Any
 
 from .base import Backend, Sink
@@ -26,6 +27,11 @@ def _load(path: str) -> Backend:
 
     cls = import_string(path)
     return cls()  # type: ignore[no-any-return]
+
+
+# A forked child (a preforking server's worker) builds its own: the parent's backend has
+# threads, queued messages and subscribers that are the parent's, and locks they may hold.
+os.register_at_fork(after_in_child=_load.cache_clear)
 
 
 def tell(channel: str, message: dict[str, Any]) -> bool:

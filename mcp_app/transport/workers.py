@@ -118,6 +118,14 @@ class Workers:
                 return True
             return False
 
+    def _forked(self) -> None:
+        # A forked child has none of the parent's threads, and the lock may have been held
+        # by one of them at the fork.
+        self._lock = threading.Lock()
+        self._free = []
+        self.started = 0
+
 
 #: The process's pool.
 workers = Workers()
+os.register_at_fork(after_in_child=workers._forked)
