@@ -8,7 +8,7 @@
 #
 # Deployment warnings (check --deploy): W001 the key signing requestState is missing or
 # insecure, W002 no allowed origins with DEBUG off, W003 "*" among the allowed origins, W004 an
-# allowed origin that can never match.
+# allowed origin that can never match, W006 "*" among ALLOWED_HOSTS (own origin not trusted).
 #
 # Connection warning (check --database <alias>, and migrate): W005 the delivery backend cannot
 # be reached. Connecting is kept to commands that ask for it, as Django does for its own
@@ -339,6 +339,17 @@ def check_deployment(app_configs: Any = None, **kwargs: Any) -> list[CheckMessag
                 "apps) can call the endpoint. List the origins of browser-based clients "
                 "that should, e.g. ['https://app.example.com'].",
                 id="mcp_app.W002",
+            )
+        )
+    if "*" in settings.ALLOWED_HOSTS:
+        warnings.append(
+            Warning(
+                "ALLOWED_HOSTS contains '*': browser requests are accepted only from "
+                "MCP_APP['ALLOWED_ORIGINS'], not from the endpoint's own origin.",
+                hint="Any Host header is let in, so a page whose DNS name was rebound to this "
+                "server looks same-origin. List the site's host names in ALLOWED_HOSTS, or "
+                "its own origin in ALLOWED_ORIGINS.",
+                id="mcp_app.W006",
             )
         )
     if "*" in origins:

@@ -341,6 +341,11 @@ def test_no_allowed_origins_with_debug_off_is_w002() -> None:
     assert deploy_ids(SECRET_KEY=GOOD_KEY, DEBUG=True, MCP_APP={}) == []
 
 
+def test_any_host_is_w006() -> None:
+    ids = deploy_ids(SECRET_KEY=GOOD_KEY, ALLOWED_HOSTS=["*"], MCP_APP=ORIGINS)
+    assert ids == ["mcp_app.W006"]
+
+
 def test_any_origin_is_w003() -> None:
     assert deploy_ids(SECRET_KEY=GOOD_KEY, MCP_APP={"ALLOWED_ORIGINS": ["*"]}) == ["mcp_app.W003"]
 

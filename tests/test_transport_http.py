@@ -204,6 +204,20 @@ def test_foreign_origin_refused(client: Client) -> None:
     assert post(client, body, headers).status_code == 403
 
 
+@pytest.mark.parametrize("allowed_hosts", [["testserver"], ["*"]])
+def test_own_origin_is_trusted_unless_any_host_is_let_in(
+    client: Client, settings: Any, allowed_hosts: list[str]
+) -> None:
+    # With "*", a page whose name was rebound to this server sends a matching Host and Origin.
+    settings.ALLOWED_HOSTS = allowed_hosts
+    body, headers = modern_request("tools/list")
+    headers["Origin"] = "http://testserver"
+    expected = 200 if allowed_hosts == ["testserver"] else 403
+    assert post(client, body, headers).status_code == expected
+    settings.MCP_APP = {**settings.MCP_APP, "ALLOWED_ORIGINS": ["http://testserver"]}
+    assert post(client, body, headers).status_code == 200
+
+
 @override_settings(MCP_APP={"ALLOWED_ORIGINS": ["https://app.example.com"]})
 def test_allowed_origin(client: Client) -> None:
     body, headers = modern_request("tools/list")

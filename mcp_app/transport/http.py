@@ -160,6 +160,12 @@ def arguments_too_large(message: Any) -> bool:
     return False
 
 
+def _any_host() -> bool:
+    from django.conf import settings
+
+    return "*" in settings.ALLOWED_HOSTS
+
+
 def _host_name(host: str) -> str:
     if host.startswith("["):
         return host[: host.find("]") + 1]
@@ -243,7 +249,9 @@ class Endpoint:
             return False
         if not parts.scheme or not parts.netloc:
             return False
-        if parts.netloc == incoming.host:
+        if parts.netloc == incoming.host and not _any_host():
+            # Its own origin; unless any Host is let in, when a page whose name was rebound
+            # to this server (DNS rebinding) would look the same.
             return True
         # A server bound to localhost serves browser tools on other local ports.
         return (origin_host in LOCAL_HOSTS or f"[{origin_host}]" in LOCAL_HOSTS) and _host_name(
