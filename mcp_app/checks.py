@@ -8,7 +8,8 @@
 #
 # Deployment warnings (check --deploy): W001 the key signing requestState is missing or
 # insecure, W002 no allowed origins with DEBUG off, W003 "*" among the allowed origins, W004 an
-# allowed origin that can never match, W006 "*" among ALLOWED_HOSTS (own origin not trusted).
+# allowed origin that can never match, W006 "*" among ALLOWED_HOSTS (own origin not trusted), W007
+# throttles without REST_FRAMEWORK["NUM_PROXIES"] (X-Forwarded-For chooses the anonymous ident).
 #
 # Connection warning (check --database <alias>, and migrate): W005 the delivery backend cannot
 # be reached. Connecting is kept to commands that ask for it, as Django does for its own
@@ -350,6 +351,18 @@ def check_deployment(app_configs: Any = None, **kwargs: Any) -> list[CheckMessag
                 "server looks same-origin. List the site's host names in ALLOWED_HOSTS, or "
                 "its own origin in ALLOWED_ORIGINS.",
                 id="mcp_app.W006",
+            )
+        )
+    throttles = raw.get("THROTTLE_CLASSES")
+    drf = getattr(settings, "REST_FRAMEWORK", None) or {}
+    if throttles and isinstance(drf, dict) and drf.get("NUM_PROXIES") is None:
+        warnings.append(
+            Warning(
+                "MCP_APP['THROTTLE_CLASSES'] is set but REST_FRAMEWORK['NUM_PROXIES'] is not: "
+                "anonymous callers are told apart by an X-Forwarded-For header they choose.",
+                hint="Set NUM_PROXIES to the number of proxies in front of the site (0 for "
+                "none), so DRF's throttles count callers by the address the proxies saw.",
+                id="mcp_app.W007",
             )
         )
     if "*" in origins:

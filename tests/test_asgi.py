@@ -387,9 +387,15 @@ def test_a_second_server_is_served_at_its_own_path(app: Route) -> None:
 # -- refusals --------------------------------------------------------------------------------------
 
 
-def test_a_disallowed_host_is_refused_with_a_json_rpc_403(app: Route) -> None:
-    done = mcp_call(app, "tools/list", host="evil.example.com")
+def test_a_disallowed_host_is_refused_with_a_json_rpc_403(
+    app: Route, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level("ERROR", logger="django.security.DisallowedHost"):
+        done = mcp_call(app, "tools/list", host="evil.example.com")
     assert done.status == 403
+    # Logged as Django logs it, for a site's alerting.
+    assert [r.name for r in caplog.records] == ["django.security.DisallowedHost"]
+    assert "evil.example.com" in caplog.records[0].getMessage()
     assert done.json() == {
         "jsonrpc": "2.0",
         "error": {"code": -32600, "message": "Host not allowed"},

@@ -346,6 +346,15 @@ def test_any_host_is_w006() -> None:
     assert ids == ["mcp_app.W006"]
 
 
+def test_throttles_without_num_proxies_are_w007() -> None:
+    throttled = {**ORIGINS, "THROTTLE_CLASSES": ["rest_framework.throttling.AnonRateThrottle"]}
+    assert deploy_ids(SECRET_KEY=GOOD_KEY, MCP_APP=throttled) == ["mcp_app.W007"]
+    assert (
+        deploy_ids(SECRET_KEY=GOOD_KEY, MCP_APP=throttled, REST_FRAMEWORK={"NUM_PROXIES": 0}) == []
+    )
+    assert deploy_ids(SECRET_KEY=GOOD_KEY, MCP_APP=ORIGINS) == []
+
+
 def test_any_origin_is_w003() -> None:
     assert deploy_ids(SECRET_KEY=GOOD_KEY, MCP_APP={"ALLOWED_ORIGINS": ["*"]}) == ["mcp_app.W003"]
 

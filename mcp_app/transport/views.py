@@ -110,7 +110,11 @@ def incoming(
     """
     try:
         host = request.get_host()
-    except DisallowedHost:
+    except DisallowedHost as exc:
+        # Logged where Django logs it, so a site's alerting on the security loggers sees it.
+        logging.getLogger("django.security.DisallowedHost").error(
+            str(exc), extra={"status_code": 403, "request": request}
+        )
         return None
     try:
         body = _body(request)
