@@ -172,6 +172,20 @@ def test_old_messages_are_not_replayed_to_a_new_poller(
     sink.stays(1, 3 * POLL)
 
 
+def test_a_new_subscriber_of_a_running_poller_gets_no_earlier_message(
+    publisher: DatabaseBackend, listener: DatabaseBackend, channel: str
+) -> None:
+    # Rows within the reordering window that no one was subscribed to are not news to it.
+    listener.subscribe([channel + ":other"], Collector())
+    publisher.publish(channel, {"n": "before"})
+    time.sleep(3 * POLL)  # the running poller has read past it
+    sink = Collector()
+    listener.subscribe([channel], sink)
+    publisher.publish(channel, {"n": "after"})
+    assert sink.wait_for(1) == [(channel, {"n": "after"})]
+    sink.stays(1, 3 * POLL)
+
+
 def test_unsubscribe_stops_delivery_and_the_last_one_stops_the_poller(
     publisher: DatabaseBackend, listener: DatabaseBackend, channel: str
 ) -> None:

@@ -98,6 +98,10 @@ class DatabaseBackend(SinkTable, Backend):
         self._poller: _Poller | None = None
         self._jobs: queue.Queue[_Job | None] = queue.Queue()
         self._writer: threading.Thread | None = None
+        # The newest id the poller has read, and by subscription the newest when it began:
+        # rows kept for reordering that no one was subscribed to are not news to it.
+        self._top = 0
+        self._since: dict[int, int] = {}
         # The first deletion comes one turn after start, like every later one.
         self._cleaned = time.monotonic()
 
@@ -197,6 +201,7 @@ class DatabaseBackend(SinkTable, Backend):
         names = list(dict.fromkeys(channels))
         with self._lock:
             token = self._add_sinks(names, sink)
+            self._since[token] = self._top
             poller = self._poller
             if poller is None or poller.thread is None or not poller.thread.is_alive():
                 poller = self._start_poller()
@@ -207,6 +212,7 @@ class DatabaseBackend(SinkTable, Backend):
         def unsubscribe() -> None:
             with self._lock:
                 self._remove_sinks(names, token)
+                self._since.pop(token, None)
                 if not self._sinks and self._poller is not None:
                     self._stop_poller(self._poller)
 
@@ -241,6 +247,8 @@ class DatabaseBackend(SinkTable, Backend):
                 try:
                     if floor is None:
                         floor = self._newest(alias)
+                        with self._lock:
+                            self._top = max(self._top, floor)
                         poller.ready.set()
                     else:
                         floor = self._poll(poller, alias, floor, seen, checkpoints)
@@ -289,7 +297,9 @@ class DatabaseBackend(SinkTable, Backend):
                 if row_id in seen or channel not in channels:
                     continue
                 seen.add(row_id)
-                self._dispatch(poller, channel, message)
+                self._dispatch(poller, channel, message, row_id)
+        with self._lock:
+            self._top = max(self._top, top)
         now = time.monotonic()
         if not checkpoints or top > checkpoints[-1][1]:
             checkpoints.append((now, top))
@@ -301,12 +311,19 @@ class DatabaseBackend(SinkTable, Backend):
         seen.difference_update([row_id for row_id in seen if row_id <= floor])
         return floor
 
-    def _dispatch(self, poller: _Poller, channel: str, message: dict[str, Any]) -> None:
+    def _dispatch(
+        self, poller: _Poller, channel: str, message: dict[str, Any], row_id: int
+    ) -> None:
         with self._lock:
             # A poller being replaced must not deliver what its successor will deliver too.
             if poller.stop.is_set():
                 return
-            sinks = list(self._sinks.get(channel, {}).values())
+            since = self._since
+            sinks = [
+                sink
+                for token, sink in self._sinks.get(channel, {}).items()
+                if since.get(token, 0) < row_id
+            ]
         self._call(sinks, channel, message)
 
     # -- housekeeping -----------------------------------------------------------------------
@@ -346,6 +363,7 @@ class DatabaseBackend(SinkTable, Backend):
         """
         with self._lock:
             self._sinks.clear()
+            self._since.clear()
             poller, writer = self._poller, self._writer
             if poller is not None:
                 self._stop_poller(poller)
