@@ -191,7 +191,9 @@ def protected_resource_metadata(request: Any, resource_path: str) -> dict[str, A
     ``resource_name`` ...); ``resource`` is always the endpoint's absolute URL.
     """
     metadata = dict(conf.RESOURCE_METADATA)
-    metadata["resource"] = request.build_absolute_uri(resource_path)
+    # Under a script prefix (a site mounted at /app) the endpoint is at /app/mcp.
+    prefix = str(request.META.get("SCRIPT_NAME") or "").rstrip("/")
+    metadata["resource"] = request.build_absolute_uri(prefix + resource_path)
     metadata.setdefault("authorization_servers", [])
     metadata.setdefault("bearer_methods_supported", ["header"])
     return metadata

@@ -420,6 +420,11 @@ def test_the_metadata_document(mcp: Any) -> None:
     )
 
 
+def test_under_a_script_prefix_the_resource_is_the_endpoint_there(mcp: Any) -> None:
+    response = Client().get("/.well-known/oauth-protected-resource/mcp", SCRIPT_NAME="/app")
+    assert response.json()["resource"] == "http://testserver/app/mcp"
+
+
 def test_the_challenge_url_serves_the_metadata(mcp: Any) -> None:
     mcp(AUTHENTICATION_CLASSES=[TOKEN], PERMISSION_CLASSES=[AUTHENTICATED])
     challenge = post("tools/list")["WWW-Authenticate"]
