@@ -349,3 +349,43 @@ def test_url_and_prefix_come_from_settings(
     assert numsub(redis_url, prefix + "a") == 1
     backend.publish("a", {"n": 1})
     assert sink.wait_for(1) == [("a", {"n": 1})]
+
+
+def test_the_answer_to_a_subscribe_undone_since_confirms_nothing() -> None:
+    """SUBSCRIBE x, its last sink leaves (UNSUBSCRIBE x), a new sink comes: the answer to
+    the first SUBSCRIBE, read late, must not tell the new sink that x is subscribed."""
+    from mcp_app.delivery.redis import _Listener
+
+    class Wire:
+        def __init__(self) -> None:
+            self.sent: list[tuple[str, tuple[str, ...]]] = []
+
+        def subscribe(self, *names: str) -> None:
+            self.sent.append(("subscribe", names))
+
+        def unsubscribe(self, *names: str) -> None:
+            self.sent.append(("unsubscribe", names))
+
+    backend = RedisBackend(url="redis://127.0.0.1:1/0", prefix="p:")
+    listener = _Listener(control="p:control")
+    wire = Wire()
+    answer = {"type": "subscribe", "channel": "p:x"}
+    with backend._lock:
+        token = backend._add_sinks(["x"], Collector())
+    subscribed = backend._reconcile(wire, listener, set())  # type: ignore[arg-type]
+    with backend._lock:
+        backend._remove_sinks(["x"], token)
+    subscribed = backend._reconcile(wire, listener, subscribed)  # type: ignore[arg-type]
+    with backend._lock:
+        backend._add_sinks(["x"], Collector())
+    backend._handle(listener, answer)  # the first SUBSCRIBE's answer, read late
+    assert "x" not in listener.confirmed
+    backend._reconcile(wire, listener, subscribed)  # type: ignore[arg-type]
+    assert wire.sent == [
+        ("subscribe", ("p:x",)),
+        ("unsubscribe", ("p:x",)),
+        ("subscribe", ("p:x",)),
+    ]
+    backend._handle(listener, {"type": "unsubscribe", "channel": "p:x"})
+    backend._handle(listener, answer)  # the last SUBSCRIBE's answer
+    assert "x" in listener.confirmed

@@ -38,6 +38,8 @@ class _Listener:
     connected: bool = False
     failing: bool = False
     confirmed: set[str] = field(default_factory=set)  # channels Redis said we subscribe to
+    # SUBSCRIBEs and UNSUBSCRIBEs sent on the current connection and not answered yet.
+    pending: dict[str, int] = field(default_factory=dict)
     thread: threading.Thread | None = None
 
 
@@ -192,6 +194,7 @@ class RedisBackend(SinkTable, Backend):
                 with self._changed:
                     listener.connected, listener.failing = False, True
                     listener.confirmed.clear()
+                    listener.pending.clear()
                     self._changed.notify_all()
                 if listener.stop.is_set():
                     break
@@ -228,7 +231,9 @@ class RedisBackend(SinkTable, Backend):
             gone = subscribed - wanted
             # Forgotten before the UNSUBSCRIBE leaves, so a new subscriber waits for a SUBSCRIBE.
             listener.confirmed -= gone
-        new = wanted - subscribed
+            new = wanted - subscribed
+            for name in new | gone:
+                listener.pending[name] = listener.pending.get(name, 0) + 1
         if new:
             pubsub.subscribe(*(self._prefix + name for name in sorted(new)))
         if gone:
@@ -238,14 +243,22 @@ class RedisBackend(SinkTable, Backend):
     def _handle(self, listener: _Listener, item: dict[str, Any]) -> bool:
         """Act on one item from the connection; whether it confirmed the control channel."""
         kind, channel = item.get("type"), str(item.get("channel"))
-        if kind == "subscribe":
+        if kind in ("subscribe", "unsubscribe"):
             with self._changed:
                 if channel == listener.control:
-                    listener.connected, listener.failing = True, False
-                    self._changed.notify_all()
-                    return True
+                    if kind == "subscribe":
+                        listener.connected, listener.failing = True, False
+                        self._changed.notify_all()
+                    return bool(kind == "subscribe")
                 name = channel.removeprefix(self._prefix)
-                if name in self._sinks:
+                waiting = listener.pending.get(name, 0) - 1
+                if waiting > 0:
+                    # Answers come in the order sent: an answer followed by commands still
+                    # unanswered (a SUBSCRIBE an UNSUBSCRIBE undid) says nothing of now.
+                    listener.pending[name] = waiting
+                    return False
+                listener.pending.pop(name, None)
+                if kind == "subscribe" and name in self._sinks:
                     listener.confirmed.add(name)
                     self._changed.notify_all()
             return False
