@@ -119,7 +119,8 @@ class DatabaseBackend(SinkTable, Backend):
         Raises:
             TypeError: ``message`` is not JSON-serializable (outside a transaction).
             DatabaseError: the row could not be inserted (outside a transaction).
-            TimeoutError: the row was not written within ``PUBLISH_WAIT`` seconds.
+            TimeoutError: the row was not written within ``PUBLISH_WAIT`` seconds (it may
+                still be: do not publish it again).
         """
         job = _Job(channel, message, waited=not self._in_transaction())
         self._ensure_writer()
@@ -127,7 +128,11 @@ class DatabaseBackend(SinkTable, Backend):
         if not job.waited:
             return
         if not job.done.wait(PUBLISH_WAIT):
-            raise TimeoutError(f"delivery message on {channel} not written in {PUBLISH_WAIT}s")
+            # Still queued: it may be written later, so publishing it again could deliver twice.
+            raise TimeoutError(
+                f"delivery message on {channel} not written within {PUBLISH_WAIT}s; "
+                "it stays queued and may still be written"
+            )
         if job.error is not None:
             raise job.error
 
