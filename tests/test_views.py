@@ -124,3 +124,29 @@ def test_a_listen_stream_whose_client_left_while_it_opened_is_closed(monkeypatch
         time.sleep(0.01)
     assert backend().subscriber_count("views-test:slow") == 0  # type: ignore[attr-defined]
     assert stream.closed_calls == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_stream_whose_client_reads_nothing_ends_instead_of_growing(
+    monkeypatch: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    import asyncio
+
+    from mcp_app.delivery import backend
+    from mcp_app.transport import views
+
+    monkeypatch.setattr(views, "STREAM_BACKLOG_LIMIT", 3)
+    stream = _SlowStream()
+
+    async def unread() -> list[bytes]:
+        chunks = views._listen_chunks(stream)  # type: ignore[arg-type]
+        got = [await chunks.__anext__()]  # the stream is open
+        for n in range(10):  # the client reads none of these
+            backend().publish("views-test:slow", {"n": n})
+        got += [chunk async for chunk in chunks]  # the stream ends
+        return got
+
+    chunks = asyncio.run(unread())
+    assert len(chunks) == 1
+    assert "read none of its last 3 messages" in caplog.text
+    assert backend().subscriber_count("views-test:slow") == 0  # type: ignore[attr-defined]

@@ -26,6 +26,9 @@ class Pipe:
         self._ready = threading.Condition()
         self._waiter: tuple[asyncio.AbstractEventLoop, asyncio.Future[None]] | None = None
 
+    def __len__(self) -> int:
+        return len(self._items)
+
     def put(self, item: Any) -> None:
         with self._ready:
             self._items.append(item)

@@ -417,7 +417,7 @@ async def _listen_chunks(stream: Stream) -> AsyncGenerator[bytes, None]:
         while True:
             for chunk in chunks:
                 yield chunk
-            if stream.finished:
+            if stream.finished or relay.overflowed:
                 return
             try:
                 chunks = relay.feed(*await relay.items.aget(conf.KEEPALIVE_SECONDS))
@@ -498,15 +498,30 @@ class _CallRelay:
             self.call.cancel()
 
 
+#: Most deliveries a long-lived stream holds for a client that does not read them; past it
+#: the stream ends (the client opens a new one), so memory stays bounded.
+STREAM_BACKLOG_LIMIT = 1000
+
+
 class _ListenRelay:
     """Turns a long-lived stream's deliveries into the bytes of its event stream."""
 
     def __init__(self, stream: Stream) -> None:
         self.stream = stream
         self.items = Pipe()
-        self.unsubscribe = backend().subscribe(
-            stream.channels, lambda channel, message: self.items.put((channel, message))
-        )
+        self.overflowed = False
+        self.unsubscribe = backend().subscribe(stream.channels, self._delivered)
+
+    def _delivered(self, channel: str, message: dict[str, Any]) -> None:
+        if len(self.items) >= STREAM_BACKLOG_LIMIT:
+            if not self.overflowed:
+                logger.warning(
+                    "A stream's client read none of its last %d messages; ending the stream",
+                    STREAM_BACKLOG_LIMIT,
+                )
+            self.overflowed = True
+            return
+        self.items.put((channel, message))
 
     def start(self, backlog: list[Event]) -> list[bytes]:
         opening = self.stream.opening() + backlog
@@ -588,7 +603,7 @@ def _stream_sync_listen(stream: Stream) -> HttpResponseBase:
             chunks = relay.start(stream.backlog())
             while True:
                 yield from chunks
-                if stream.finished:
+                if stream.finished or relay.overflowed:
                     return
                 try:
                     chunks = relay.feed(*relay.items.get(conf.KEEPALIVE_SECONDS))
