@@ -55,6 +55,7 @@ from .transport.http import Reply
 from .transport.views import (
     ENCODER,
     Answer,
+    ClientGone,
     Hooks,
     body_limit,
     declared_length,
@@ -188,7 +189,7 @@ async def _serve(
     request.resolver_match = match
     try:
         answer = await _answer(server, request, body, receive)
-    except _Gone:
+    except (_Gone, ClientGone):
         return
     except _TooLarge:
         # Refused before the body was read to its end: the connection cannot be reused.
@@ -232,7 +233,12 @@ async def _answer(
         # As Django's handler does, so reverse() in a handler honours it. Without one, "/"
         # holds already: an ASGI server runs each request in a context of its own.
         set_script_prefix(request.script_name)
-    return await respond(server, request, _HOOKS)
+
+    async def gone() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+
+    return await respond(server, request, _HOOKS, gone)
 
 
 class _BareHooks(Hooks):

@@ -393,7 +393,10 @@ def _number(raw: str, kind: str) -> int | float | None:
     """``raw`` as a JSON number of ``kind``, or ``None`` when it is not one."""
     text = raw.strip()
     if _INTEGER.fullmatch(text):
-        return int(text)
+        try:
+            return int(text)
+        except ValueError:  # past Python's limit on digits converted
+            return None
     if kind == "integer":
         return None
     try:

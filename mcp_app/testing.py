@@ -9,6 +9,7 @@ import inspect
 import json
 import logging
 import queue
+import re
 import threading
 import time
 from collections import deque
@@ -195,10 +196,14 @@ def _merge(base: JSON, extra: Mapping[str, Any]) -> JSON:
     return merged
 
 
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+
+
 def _ref(ref: Mapping[str, Any] | str) -> JSON:
     if isinstance(ref, Mapping):
         return dict(ref)
-    if "://" in ref:
+    if "{" in ref or _SCHEME.match(ref):
+        # A URI template, or a URI of any scheme (urn:, mailto:, file://): a resource.
         return {"type": "ref/resource", "uri": ref}
     return {"type": "ref/prompt", "name": ref}
 
@@ -254,7 +259,12 @@ class _EventParser:
         Raises:
             MCPClientError: ``transport``, when an event's data is not a JSON object.
         """
-        self._buffer += self._decoder.decode(chunk).replace("\r\n", "\n")
+        text = self._buffer + self._decoder.decode(chunk)
+        # A CR ends the chunk: it may be half of a CRLF, so it waits for the next one.
+        held = "\r" if text.endswith("\r") else ""
+        text = text.removesuffix(held)
+        # Lines end in CRLF, LF or CR alone, as the event stream format allows.
+        self._buffer = text.replace("\r\n", "\n").replace("\r", "\n") + held
         while "\n\n" in self._buffer:
             block, self._buffer = self._buffer.split("\n\n", 1)
             self.events += 1
@@ -1615,7 +1625,7 @@ class MCPClient(_ClientBase):
         value: str,
         context: Mapping[str, Any] | None = None,
     ) -> JSON:
-        """Complete an argument of a prompt or a URI template (a ``ref`` with ``://``).
+        """Complete an argument of a prompt (a ``ref`` that is a name) or a URI template.
 
         ``context`` holds the values of the other arguments.
 

@@ -14,6 +14,7 @@ import datetime
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -113,6 +114,19 @@ def counted_permission(user: Any) -> bool:
 @extra.tool(name="counted", permission=counted_permission)
 def counted(arguments: JSON, context: RequestContext) -> str:
     return "counted"
+
+
+#: How long "quiet" took, once it returned.
+quiet_took: list[float] = []
+
+
+@extra.tool(name="quiet")
+def quiet(arguments: JSON, context: RequestContext) -> str:
+    """Says nothing for up to 3 s, unless cancelled."""
+    started = time.monotonic()
+    context.cancelled.wait(3)
+    quiet_took.append(time.monotonic() - started)
+    return "done"
 
 
 urlpatterns = [*site_patterns, path("extra/mcp", extra.urls)]
@@ -716,6 +730,28 @@ def test_a_client_that_goes_away_cancels_its_call(
     assert len(done.messages()) < 4  # the final result never went out
     assert len(cancelled) == 1 and cancelled[0].ctx.cancelled.is_set()
     assert finished.wait(5)
+
+
+def test_a_client_that_goes_away_before_the_first_event_cancels_its_call(app: Route) -> None:
+    quiet_took.clear()
+
+    async def leave_soon(done: Exchange) -> None:
+        await asyncio.sleep(0.2)
+        done.disconnect()
+
+    done = mcp_call(
+        app,
+        "tools/call",
+        {"name": "quiet"},
+        path_="/extra/mcp",
+        meta={"progressToken": "q"},
+        during=leave_soon,
+    )
+    assert done.sent == []  # nothing was sent to a client that had gone
+    deadline = time.monotonic() + 5
+    while not quiet_took and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert quiet_took and quiet_took[0] < 1.5
 
 
 def test_a_listen_stream_stays_open_until_the_client_goes_away(app: Route, mcp: Any) -> None:

@@ -352,13 +352,25 @@ def _failed(response: HttpResponse | None) -> Answer:
     return Answer(response=response if response is not None else internal_error())
 
 
-async def respond(server: Server, request: HttpRequest, hooks: Hooks = _DJANGO_HOOKS) -> Answer:
+class ClientGone(Exception):
+    """The client went away while its call had not produced anything yet; the call is cancelled."""
+
+
+async def respond(
+    server: Server,
+    request: HttpRequest,
+    hooks: Hooks = _DJANGO_HOOKS,
+    gone: Callable[[], Awaitable[None]] | None = None,
+) -> Answer:
     """Answer one request in a single thread hop; what a call emits comes back by a pipe.
 
     ``hooks`` run in that thread before and after the request's work. The hop is a task on
     the growing pool (a call waiting for a client's answer holds its thread, and the answer
     must not queue behind it), which wakes the loop once, with its outcome; only a call,
     which may stream, wakes it before it ends.
+
+    ``gone``, when given, returns once the client has disconnected: a call still waiting to
+    produce its first event is then cancelled, and ``ClientGone`` raised.
     """
     loop = asyncio.get_running_loop()
     first: asyncio.Future[Item] = loop.create_future()
@@ -373,8 +385,11 @@ async def respond(server: Server, request: HttpRequest, hooks: Hooks = _DJANGO_H
         return Answer(reply=reply)
     call, items = payload
     try:
-        kind, payload = await items.aget()
-    except asyncio.CancelledError:
+        if gone is None:
+            kind, payload = await items.aget()
+        else:
+            kind, payload = await _unless_gone(items.aget(), gone)
+    except (asyncio.CancelledError, ClientGone):
         call.cancel()  # the client went away before the call produced anything
         raise
     if kind == _FAILED:
@@ -383,6 +398,21 @@ async def respond(server: Server, request: HttpRequest, hooks: Hooks = _DJANGO_H
     if plain is not None:
         return Answer(reply=plain, from_call=True)
     return Answer(stream=_call_chunks(call, kind, payload, items))
+
+
+async def _unless_gone(waiting: Awaitable[Item], gone: Callable[[], Awaitable[None]]) -> Item:
+    """What ``waiting`` gives, unless ``gone()`` returns first (``ClientGone``)."""
+    task = asyncio.ensure_future(waiting)
+    watcher = asyncio.ensure_future(gone())
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+        if not task.done():
+            task.cancel()
+    if not task.done() or task.cancelled():
+        raise ClientGone
+    return task.result()
 
 
 async def _call_chunks(
