@@ -67,6 +67,52 @@ def test_bad_lines_get_errors_and_the_session_goes_on() -> None:
     assert by_id(out)[4]["result"]["tools"][0]["name"] == "add"
 
 
+def test_a_request_that_fails_before_its_call_is_answered_with_its_id(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def broken() -> Any:
+        raise RuntimeError("the catalog failed")
+
+    monkeypatch.setattr(mcp_app.site, "catalog", broken)
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": {}}}
+    out = serve(request(41, "tools/list"), cancel)
+    # The request gets its own id; the notification gets nothing.
+    assert out == [
+        {"jsonrpc": "2.0", "id": 41, "error": {"code": -32603, "message": "Internal error"}}
+    ]
+
+
+def test_an_id_in_use_is_refused() -> None:
+    listen = request(5, "subscriptions/listen", {"notifications": {"toolsListChanged": True}})
+    out = serve(listen, listen)
+    errors = [m for m in out if "error" in m]
+    assert errors == [
+        {
+            "jsonrpc": "2.0",
+            "id": 5,
+            "error": {"code": -32600, "message": "Request id 5 is already in use by a request"},
+        }
+    ]
+
+
+def test_a_handler_that_exits_its_thread_still_gets_an_answer() -> None:
+    own = mcp_app.Server("stdio-exits", rows=False)
+
+    @own.tool()
+    def leave(arguments: dict[str, Any], context: Any) -> str:
+        raise SystemExit(3)
+
+    out = Lines()
+    line = json.dumps(request(9, "tools/call", {"name": "leave"})) + "\n"
+    try:
+        StdioServer(own, io.StringIO(line), out).serve()
+    finally:
+        mcp_app.server.servers.pop("stdio-exits", None)
+    assert out.messages() == [
+        {"jsonrpc": "2.0", "id": 9, "error": {"code": -32603, "message": "Internal error"}}
+    ]
+
+
 def test_missing_meta_is_refused() -> None:
     message = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     assert serve(message)[0]["error"]["code"] == -32602
@@ -267,3 +313,27 @@ def test_official_client_over_stdio(stdio_db: Path, mode: str) -> None:
             assert steps.content[0].text == "Ada likes blue"
 
     anyio.run(main)
+
+
+@pytest.mark.e2e
+def test_the_command_reads_and_writes_utf_8_whatever_the_locale(stdio_db: Path) -> None:
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "project.settings",
+        "DATABASE_URL": f"sqlite:///{stdio_db}",
+        "PYTHONIOENCODING": "ascii",  # a locale whose streams cannot carry the answer
+    }
+    call = request(2, "tools/call", {"name": "greet", "arguments": {"name": "Łukasz"}})
+    lines = b"\xff\n" + json.dumps(call).encode() + b"\n"
+    done = subprocess.run(
+        [sys.executable, "manage.py", "mcp_stdio"],
+        cwd=ROOT,
+        env=env,
+        input=lines,
+        capture_output=True,
+        timeout=60,
+    )
+    out = [json.loads(line) for line in done.stdout.decode("utf-8").splitlines()]
+    # A byte that is not UTF-8 is a parse error, and the session goes on.
+    assert out[0]["error"]["code"] == -32700
+    assert out[1]["id"] == 2 and "Łukasz" in out[1]["result"]["content"][0]["text"]

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING, Any
 
 from django.db import close_old_connections
@@ -66,7 +67,6 @@ class StdioServer:
                 self.receive(line)
             except Exception:  # one bad message must not end the session
                 logger.exception("Error serving a stdio message")
-                self.write(jsonrpc.error_response(None, jsonrpc.InternalError("Internal error")))
         # Calls already under way may finish and answer; then whatever is left is cancelled.
         for unsubscribe in list(self._listens.values()):
             unsubscribe()
@@ -90,7 +90,19 @@ class StdioServer:
         kind = jsonrpc.classify(message)
         if kind == "invalid":
             self.write(jsonrpc.error_response(None, InvalidRequest("Invalid Request")))
-        elif kind == "response":
+            return
+        try:
+            self.dispatch(kind, message)
+        except Exception:
+            if kind != "request":
+                raise  # logged by serve(); a notification or response gets no answer
+            logger.exception("Error serving %s", message.get("method"))
+            self.write(
+                jsonrpc.error_response(message["id"], jsonrpc.InternalError("Internal error"))
+            )
+
+    def dispatch(self, kind: str, message: JSON) -> None:
+        if kind == "response":
             if self.session is not None:
                 channel = self.server.channel(f"session:{self.session.id}")
                 backend().publish(channel, message)
@@ -112,6 +124,12 @@ class StdioServer:
             self.end_listen(request_id)
 
     def request(self, message: JSON) -> None:
+        request_id = message["id"]
+        if request_id in self._calls or request_id in self._listens:
+            # Its answer, or a cancellation, could not be told apart from the other's.
+            error = InvalidRequest(f"Request id {request_id!r} is already in use by a request")
+            self.write(jsonrpc.error_response(request_id, error))
+            return
         params = message.get("params") or {}
         raw_meta = params.get("_meta")
         meta: JSON = raw_meta if isinstance(raw_meta, dict) else {}
@@ -121,6 +139,19 @@ class StdioServer:
             self.legacy_request(message, self.session)
         else:
             self.modern_request(message)
+
+    @contextlib.contextmanager
+    def _answering(self, request_id: Any) -> Iterator[None]:
+        """A call's thread: whatever ends it, the call is answered and forgotten."""
+        try:
+            yield
+        except BaseException as exc:  # SystemExit too: it would only end this thread
+            logger.error("Error answering request %r", request_id, exc_info=exc)
+            with contextlib.suppress(Exception):
+                error = jsonrpc.InternalError("Internal error")
+                self.write(jsonrpc.error_response(request_id, error))
+        finally:
+            self._calls.pop(request_id, None)
 
     def _spawn(self, target: Callable[[], None]) -> None:
         def run() -> None:
@@ -159,11 +190,9 @@ class StdioServer:
         self._calls[req.id] = ctx
 
         def run() -> None:
-            try:
+            with self._answering(req.id):
                 _status, final = self.endpoint.modern_call(req, ctx, catalog)
                 self.write(final)
-            finally:
-                self._calls.pop(req.id, None)
 
         self._spawn(run)
 
@@ -235,11 +264,9 @@ class StdioServer:
         catalog = self.server.catalog()
 
         def run() -> None:
-            try:
+            with self._answering(request_id):
                 final = self.endpoint.legacy.call(request_id, method, params, ctx, catalog, session)
                 self.write(final)
-            finally:
-                self._calls.pop(request_id, None)
 
         self._spawn(run)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import logging
 import sys
 from typing import Any
@@ -39,11 +40,22 @@ class Command(BaseCommand):
                 user = model._default_manager.get_by_natural_key(options["user"])
             except model.DoesNotExist as exc:
                 raise CommandError(f"No user {options['user']!r}") from exc
-        protocol_out = sys.stdout
+        saved = sys.stdout
+        # The wire is UTF-8 whatever the locale says. A byte that is not UTF-8 reaches the
+        # parser as a lone surrogate, which it refuses (-32700) without ending the session.
+        protocol_in = io.TextIOWrapper(
+            sys.stdin.buffer, encoding="utf-8", errors="surrogateescape", newline="\n"
+        )
+        protocol_out = io.TextIOWrapper(
+            saved.buffer, encoding="utf-8", newline="\n", write_through=True
+        )
         # Only protocol messages may reach stdout: everything else goes to stderr.
         sys.stdout = sys.stderr
         logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
         try:
-            StdioServer(server, sys.stdin, protocol_out, user=user).serve()
+            StdioServer(server, protocol_in, protocol_out, user=user).serve()
         finally:
-            sys.stdout = protocol_out
+            protocol_out.flush()
+            protocol_out.detach()
+            protocol_in.detach()
+            sys.stdout = saved
