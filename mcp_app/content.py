@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,10 +23,10 @@ __all__ = [
 Block = dict[str, Any]
 
 
-def _b64(data: bytes | str) -> str:
+def _b64(data: bytes | bytearray | memoryview | str) -> str:
     # Already-encoded text passes through so callers can keep base64 constants.
-    if isinstance(data, bytes):
-        return base64.b64encode(data).decode("ascii")
+    if isinstance(data, bytes | bytearray | memoryview):
+        return base64.b64encode(bytes(data)).decode("ascii")
     return data
 
 
@@ -46,7 +46,7 @@ def text(
 
 
 def image(
-    data: bytes | str,
+    data: bytes | bytearray | memoryview | str,
     mime_type: str = "image/png",
     *,
     annotations: dict[str, Any] | None = None,
@@ -57,7 +57,7 @@ def image(
 
 
 def audio(
-    data: bytes | str,
+    data: bytes | bytearray | memoryview | str,
     mime_type: str = "audio/wav",
     *,
     annotations: dict[str, Any] | None = None,
@@ -108,7 +108,7 @@ def embedded_text(
 
 def embedded_blob(
     uri: str,
-    data: bytes | str,
+    data: bytes | bytearray | memoryview | str,
     mime_type: str | None = "application/octet-stream",
     *,
     annotations: dict[str, Any] | None = None,
@@ -130,16 +130,21 @@ class Content:
     is_error: bool = False
 
 
-def content(blocks: Iterable[Block | str], *, structured: Any = None) -> Content:
+def content(blocks: Block | str | Iterable[Block | str], *, structured: Any = None) -> Content:
     """Return these blocks as a tool's result; strings become text blocks."""
-    return Content(tuple(text(b) if isinstance(b, str) else b for b in blocks), structured)
+    return Content(_blocks(blocks), structured)
 
 
 class ToolError(Content):
     """A tool result flagged ``isError: true`` (see :func:`tool_error`)."""
 
 
-def tool_error(message: str | Iterable[Block | str]) -> ToolError:
+def tool_error(message: Block | str | Iterable[Block | str]) -> ToolError:
     """A failed tool result the model can read and correct itself from."""
-    items = [message] if isinstance(message, str) else list(message)
-    return ToolError(tuple(text(b) if isinstance(b, str) else b for b in items), None, True)
+    return ToolError(_blocks(message), None, True)
+
+
+def _blocks(given: Block | str | Iterable[Block | str]) -> tuple[Block, ...]:
+    # One string or one block is one block, not the characters or keys it iterates over.
+    items = [given] if isinstance(given, str | Mapping) else list(given)
+    return tuple(text(b) if isinstance(b, str) else dict(b) for b in items)

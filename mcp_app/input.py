@@ -22,6 +22,7 @@ def elicit(message: str, schema: Mapping[str, Any] | None = None) -> JSON:
     """Ask the user to fill in a form; ``schema`` is a flat object schema of primitive fields."""
     requested = dict(schema) if schema is not None else {"type": "object", "properties": {}}
     requested.setdefault("type", "object")
+    requested.setdefault("properties", {})  # required by the schema, even when empty
     return {
         "method": "elicitation/create",
         "params": {"mode": "form", "message": message, "requestedSchema": requested},

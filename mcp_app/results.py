@@ -17,16 +17,34 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
+#: The fields each kind of content block must have, and their types.
+_BLOCK_FIELDS: dict[str, tuple[tuple[str, type], ...]] = {
+    "text": (("text", str),),
+    "image": (("data", str), ("mimeType", str)),
+    "audio": (("data", str), ("mimeType", str)),
+    "resource_link": (("uri", str), ("name", str)),
+    "resource": (("resource", Mapping),),
+}
+#: The keys of a ``CallToolResult``: a dict of only these, with blocks, is one already.
+_RESULT_KEYS = frozenset({"content", "structuredContent", "isError", "_meta"})
+
+
 def _is_block(value: Any) -> bool:
-    return isinstance(value, Mapping) and isinstance(value.get("type"), str)
+    """Whether ``value`` is a content block: a known ``type`` with that type's fields."""
+    if not isinstance(value, Mapping):
+        return False
+    fields = _BLOCK_FIELDS.get(value.get("type"))  # type: ignore[arg-type]
+    return fields is not None and all(isinstance(value.get(k), t) for k, t in fields)
 
 
 def tool_result(value: Any, *, has_output_schema: bool = False) -> JSON:
     """A handler's return value as a ``CallToolResult``.
 
-    A string is one text block; a dict with ``content`` is a result as it stands; any other
-    dict (or, with an output schema, any JSON value) is structured content with its JSON as
-    text; ``content()``/``tool_error()`` give explicit blocks; ``None`` is an empty result.
+    A string is one text block, and so is each string of a list; a content block, or a list
+    of them, is the content; a dict of result keys whose ``content`` is blocks is a result as
+    it stands; any other dict (or, with an output schema, any JSON value) is structured
+    content with its JSON as text; ``content()``/``tool_error()`` give explicit blocks;
+    ``None`` is an empty result.
 
     Raises:
         InternalError: the value cannot be turned into a result.
@@ -43,8 +61,15 @@ def tool_result(value: Any, *, has_output_schema: bool = False) -> JSON:
     if isinstance(value, str):
         return {"content": [text(value)]}
     if isinstance(value, Mapping):
-        if "content" in value and isinstance(value["content"], list):
+        blocks = value.get("content")
+        if (
+            isinstance(blocks, list)
+            and value.keys() <= _RESULT_KEYS
+            and all(_is_block(block) for block in blocks)
+        ):
             return dict(value)
+        if not has_output_schema and _is_block(value):
+            return {"content": [dict(value)]}
         return {"content": [text(_dumps(value))], "structuredContent": dict(value)}
     if (
         isinstance(value, list | tuple)

@@ -56,6 +56,10 @@ def test_elicit_adds_the_object_type_without_touching_the_callers_schema() -> No
     assert request["params"]["requestedSchema"] is not schema
 
 
+def test_elicit_of_an_empty_schema_still_has_the_properties_the_schema_requires() -> None:
+    assert elicit("Sure?", {})["params"]["requestedSchema"] == {"type": "object", "properties": {}}
+
+
 def test_elicit_url_asks_the_user_to_visit_a_page() -> None:
     assert elicit_url("Sign in to continue", "https://example.com/login?x=1") == {
         "method": "elicitation/create",

@@ -71,6 +71,34 @@ def test_content_helper_without_structured_content_has_only_blocks() -> None:
     assert tool_result(content(["a"])) == {"content": [text("a")]}
 
 
+def test_a_record_with_a_content_field_is_structured_not_a_result() -> None:
+    record = {"title": "t", "content": ["p1", "p2"]}
+    result = tool_result(record)
+    assert result["structuredContent"] == record
+    assert result["content"] == [text('{"title":"t","content":["p1","p2"]}')]
+    # Result keys only, but content that is not blocks: still a record.
+    assert "structuredContent" in tool_result({"content": [{"type": "user"}]})
+
+
+def test_one_block_is_the_content_and_rows_with_a_type_are_not_blocks() -> None:
+    assert tool_result(image(b"png")) == {"content": [image(b"png")]}
+    rows = [{"type": "user", "name": "bob"}]
+    assert tool_result(rows) == {"content": [text('[{"type":"user","name":"bob"}]')]}
+    assert tool_result({"type": "text"})["structuredContent"] == {"type": "text"}
+
+
+def test_one_block_or_string_given_to_the_helpers_is_one_block() -> None:
+    assert tool_result(tool_error(text("bad input")))["content"] == [text("bad input")]
+    assert tool_result(content("hello"))["content"] == [text("hello")]
+    assert tool_result(content(text("hello")))["content"] == [text("hello")]
+
+
+def test_bytes_like_data_is_base64() -> None:
+    encoded = base64.b64encode(b"png").decode()
+    assert image(bytearray(b"png"), "image/png")["data"] == encoded
+    assert image(memoryview(b"png"), "image/png")["data"] == encoded
+
+
 def test_tool_error_sets_is_error() -> None:
     assert tool_result(tool_error("bad")) == {"content": [text("bad")], "isError": True}
 
