@@ -243,6 +243,7 @@ class _EventParser:
         self._ready: deque[JSON] = deque()
         self._decoder = codecs.getincrementaldecoder("utf-8")()
         self._buffer = ""
+        self._after_cr = False
         #: Events read in full, comments and keep-alives included.
         self.events = 0
         self.last_id: str | None = None
@@ -252,6 +253,7 @@ class _EventParser:
         """Read a new connection: a cut-off event of the old one is dropped, the id kept."""
         self._decoder = codecs.getincrementaldecoder("utf-8")()
         self._buffer = ""
+        self._after_cr = False
 
     def feed(self, chunk: bytes) -> None:
         """Take more bytes of the stream.
@@ -259,12 +261,13 @@ class _EventParser:
         Raises:
             MCPClientError: ``transport``, when an event's data is not a JSON object.
         """
-        text = self._buffer + self._decoder.decode(chunk)
-        # A CR ends the chunk: it may be half of a CRLF, so it waits for the next one.
-        held = "\r" if text.endswith("\r") else ""
-        text = text.removesuffix(held)
+        text = self._decoder.decode(chunk)
+        if self._after_cr and text.startswith("\n"):
+            text = text[1:]  # the LF of a CRLF split between chunks
+        if text:
+            self._after_cr = text.endswith("\r")
         # Lines end in CRLF, LF or CR alone, as the event stream format allows.
-        self._buffer = text.replace("\r\n", "\n").replace("\r", "\n") + held
+        self._buffer += text.replace("\r\n", "\n").replace("\r", "\n")
         while "\n\n" in self._buffer:
             block, self._buffer = self._buffer.split("\n\n", 1)
             self.events += 1
@@ -695,6 +698,7 @@ class _Protocol:
         parser = _EventParser()
         deadline = time.monotonic() + self.client.timeout
         reconnections = 0
+        asked = 0  # the server's requests for input, answered
         try:
             while True:
                 message = yield from self._next_message(stream, parser, deadline)
@@ -708,6 +712,17 @@ class _Protocol:
                 elif _is_response(message):
                     return opened, message
                 elif "method" in message and "id" in message:
+                    if message["method"] != "ping":
+                        if asked >= self.client.max_rounds:
+                            yield from self._gave_up(request)
+                            raise MCPClientError(
+                                "max_rounds",
+                                f"The server still asked for input after {asked} answered requests",
+                                data=message,
+                                status=opened.status,
+                                method=method,
+                            )
+                        asked += 1
                     yield from self._server_request(message, method)
                 else:
                     self.client.notifications.append(message)
@@ -768,6 +783,8 @@ class _Protocol:
         error = _error_of(status, message, method)
         if error is not None:
             raise error
+        if not 200 <= status < 300:
+            raise _unexpected(status, message, method, f"A response with HTTP status {status}")
         if isinstance(message, dict) and isinstance(message.get("result"), dict):
             if message.get("id") != body["id"]:
                 raise MCPClientError(
@@ -1016,8 +1033,17 @@ class _Stateless(_Protocol):
 
     def info(self) -> Op[JSON]:
         result = yield from self.request("server/discover", None, None)
+        supported = result.get("supportedVersions")
+        if not isinstance(supported, list) or self.version not in supported:
+            raise MCPClientError(
+                "protocol",
+                f"server/discover lists {supported!r}, without {self.version}",
+                data=result,
+                method="server/discover",
+            )
         return {
             "protocolVersion": self.version,
+            "supportedVersions": supported,
             "serverInfo": (result.get("_meta") or {}).get(revisions.META_SERVER_INFO),
             "capabilities": result.get("capabilities") or {},
             "instructions": result.get("instructions"),

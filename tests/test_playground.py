@@ -633,3 +633,10 @@ def test_calls_are_audited_as_the_user(staff: Client, monkeypatch: pytest.Monkey
         ("tools/call", "add", "complete", "admin")
     ]
     assert records[0].arguments == {"numbers": [1, 2]}
+
+
+def test_a_number_past_pythons_digit_limit_is_not_a_number() -> None:
+    from mcp_app.playground import _number
+
+    assert _number("5" * 5000, "integer") is None
+    assert _number("12", "integer") == 12

@@ -238,8 +238,14 @@ def test_complete() -> None:
 
 def test_info() -> None:
     info = MCPClient().info()
-    assert set(info) == {"protocolVersion", "serverInfo", "capabilities", "instructions"}
-    assert info["protocolVersion"] == MODERN
+    assert set(info) == {
+        "protocolVersion",
+        "supportedVersions",
+        "serverInfo",
+        "capabilities",
+        "instructions",
+    }
+    assert info["protocolVersion"] == MODERN and MODERN in info["supportedVersions"]
     assert info["serverInfo"]["name"] == "django-mcp-app"
     assert "tools" in info["capabilities"]
 
@@ -389,6 +395,53 @@ def test_declared_capability_without_handler_is_unsupported() -> None:
         c.call_tool("greet")
     assert caught.value.kind == "unsupported"
     assert "elicitation/create" in caught.value.message
+
+
+@routed
+def test_max_rounds_counts_the_servers_requests_in_the_initialize_era() -> None:
+    asked: list[str] = []
+
+    def answer(params: dict[str, Any]) -> dict[str, Any]:
+        asked.append(params["message"])
+        return {"action": "accept", "content": {"name": "Ada"}}
+
+    c = MCPClient(
+        own, versions=["2025-11-25"], handlers={"elicitation/create": answer}, max_rounds=3
+    )
+    with pytest.raises(MCPClientError) as caught:
+        c.call_tool("again")
+    assert caught.value.kind == "max_rounds"
+    assert caught.value.data["method"] == "elicitation/create"
+    assert asked == ["Again?"] * 3
+
+
+def test_the_event_parser_takes_any_line_ending_split_anywhere() -> None:
+    from mcp_app.testing import _EventParser
+
+    parser = _EventParser()
+    for chunk in (b"id: 7\r", b'\ndata: {"a":1}\r', b"\n\r", b"\n", b'data: {"b":2}\r\r'):
+        parser.feed(chunk)
+    assert (parser.pop(), parser.pop(), parser.last_id) == ({"a": 1}, {"b": 2}, "7")
+
+
+def test_complete_takes_a_uri_template_of_any_scheme_as_a_resource() -> None:
+    from mcp_app.testing import _ref
+
+    assert _ref("urn:person:{id}") == {"type": "ref/resource", "uri": "urn:person:{id}"}
+    assert _ref("mailto:someone") == {"type": "ref/resource", "uri": "mailto:someone"}
+    assert _ref("introduce") == {"type": "ref/prompt", "name": "introduce"}
+
+
+def test_a_result_with_an_error_status_is_not_accepted() -> None:
+    from mcp_app.testing import _Stateless
+
+    protocol = _Stateless.__new__(_Stateless)
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    answer = {"jsonrpc": "2.0", "id": 1, "result": {"tools": []}}
+    assert protocol._result(body, 200, answer) == {"tools": []}
+    with pytest.raises(MCPClientError) as caught:
+        protocol._result(body, 500, answer)
+    assert (caught.value.kind, caught.value.status) == ("transport", 500)
 
 
 @routed
