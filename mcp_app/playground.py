@@ -397,13 +397,17 @@ def _number(raw: str, kind: str) -> int | float | None:
             return int(text)
         except ValueError:  # past Python's limit on digits converted
             return None
-    if kind == "integer":
-        return None
     try:
         number = float(text)
     except ValueError:
         return None
-    return number if math.isfinite(number) else None
+    if not math.isfinite(number):
+        return None
+    if kind == "integer":
+        # 1.0 and 1e2 are whole numbers, as JSON Schema's "integer" has it (a browser's
+        # step=1 check lets them through too).
+        return int(number) if number.is_integer() else None
+    return number
 
 
 def _scalar(raw: str, kind: str) -> Any:

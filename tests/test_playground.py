@@ -640,3 +640,5 @@ def test_a_number_past_pythons_digit_limit_is_not_a_number() -> None:
 
     assert _number("5" * 5000, "integer") is None
     assert _number("12", "integer") == 12
+    assert (_number("1.0", "integer"), _number("1e2", "integer")) == (1, 100)
+    assert _number("1.5", "integer") is None
