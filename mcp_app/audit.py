@@ -42,6 +42,12 @@ CLEAN_BATCH = 5000
 MIN_RETRY_SECONDS = 1.0
 #: Most rows one INSERT statement of the writer carries.
 INSERT_ROWS = 20
+#: How long the writer thread pauses after each INSERT statement while it keeps up with the
+#: queue. Its database work, done in bursts of a whole batch, would hold the processor that
+#: the request threads of its process share (one core per worker, often) for milliseconds at
+#: a time, and their slowest answers with it; paced, a request waits behind one statement at
+#: most. It keeps up with over ten thousand rows a second; with more waiting, it does not pause.
+PACE_SECONDS = 0.001
 #: Longest the flush at interpreter exit waits for a write under way.
 EXIT_FLUSH_TIMEOUT = 10.0
 KEPT = "Could not write %d audit record(s); they are kept and tried again."
@@ -282,7 +288,7 @@ def _run(queue: _Queue) -> None:
                     queue.changed.wait()
         try:
             with queue.writing:
-                _drain(queue, upto)
+                _drain(queue, upto, paced=True)
         except Exception:
             logger.exception("The audit writer failed")
             with queue.lock:
@@ -296,8 +302,16 @@ def _retry_seconds() -> float:
     return max(conf.AUDIT_FLUSH_SECONDS, MIN_RETRY_SECONDS)
 
 
-def _drain(queue: _Queue, upto: int) -> bool:
-    """Write the queued rows up to ``upto`` in batches (``writing`` is held); whether all went."""
+def _drain(queue: _Queue, upto: int, *, paced: bool = False) -> bool:
+    """Write the queued rows up to ``upto`` in batches (``writing`` is held); whether all went.
+
+    ``paced``: by the writer thread, which pauses between statements while it keeps up.
+    """
+
+    def pace() -> None:
+        if len(queue.rows) < conf.AUDIT_BATCH_SIZE:
+            _pause()
+
     batch_size = conf.AUDIT_BATCH_SIZE
     while True:
         with queue.lock:
@@ -316,7 +330,7 @@ def _drain(queue: _Queue, upto: int) -> bool:
         if not batch:
             return True
         try:
-            done = _write_batch([queued[2] for queued in batch])
+            done = _write_batch([queued[2] for queued in batch], pace if paced else None)
         except Exception:
             logger.exception(KEPT, len(batch))
             done = 0
@@ -333,18 +347,22 @@ def _drain(queue: _Queue, upto: int) -> bool:
         return False
 
 
+def _pause() -> None:
+    time.sleep(PACE_SECONDS)
+
+
 #: Errors of a row that writing it again will not mend: the row is dropped, not retried.
 ROW_FAULTS = (IntegrityError, DataError, ValueError, TypeError)
 
 
-def _write_batch(items: list[Columns]) -> int:
+def _write_batch(items: list[Columns], pace: Callable[[], None] | None = None) -> int:
     """Write ``items`` in order; how many are written (or dropped) before a failure that may pass."""
     from .models import ToolCall
 
     alias = router.db_for_write(ToolCall)
     try:
         with transaction.atomic(using=alias):
-            _insert(items, alias)
+            _insert(items, alias, pace)
         return len(items)
     except Exception:
         # One by one, a row that can never be written does not hold back the others (and a
@@ -393,7 +411,7 @@ def _datetime(field: Any, connection: Any, value: Any) -> Any:
     return field.get_db_prep_save(value, connection)
 
 
-def _insert(items: list[Columns], alias: str) -> None:
+def _insert(items: list[Columns], alias: str, pace: Callable[[], None] | None = None) -> None:
     """Multi-row INSERTs of the values ``bulk_create`` would write (datetimes and JSON prepared
     by their fields), without building and walking a model instance per row."""
     from .models import ToolCall
@@ -425,6 +443,8 @@ def _insert(items: list[Columns], alias: str) -> None:
                         row[index] = prepare(value)
                 params += row
             cursor.execute(f"{head} VALUES {', '.join([row_marks] * len(chunk))}", params)
+            if pace is not None and start + size < len(items):
+                pace()
 
 
 def _write_one(row: ToolCall, alias: str) -> None:
