@@ -113,6 +113,19 @@ def test_a_handler_that_exits_its_thread_still_gets_an_answer() -> None:
     ]
 
 
+def test_a_line_over_max_body_bytes_is_refused_unread_and_the_session_goes_on(
+    settings: Any,
+) -> None:
+    settings.MCP_APP = {**settings.MCP_APP, "MAX_BODY_BYTES": 300}
+    huge = json.dumps(request(1, "tools/call", {"name": "add", "arguments": {"x": "y" * 5000}}))
+    out = serve(huge, request(2, "tools/list"))
+    assert out[0] == {
+        "jsonrpc": "2.0",
+        "error": {"code": -32600, "message": "Message over MAX_BODY_BYTES (300 characters)"},
+    }
+    assert by_id(out)[2]["result"]["tools"][0]["name"] == "add"
+
+
 def test_missing_meta_is_refused() -> None:
     message = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     assert serve(message)[0]["error"]["code"] == -32602

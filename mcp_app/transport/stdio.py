@@ -11,6 +11,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from django.db import close_old_connections
 
+from ..conf import conf
 from ..delivery import backend
 from ..protocol import jsonrpc, modern, versions
 from ..protocol.context import RequestContext
@@ -60,7 +61,12 @@ class StdioServer:
 
     def serve(self) -> None:
         """Read until end of input, then cancel and drain what is still running."""
-        for line in self.infile:
+        for line in self._lines():
+            if line is None:
+                limit = conf.MAX_BODY_BYTES
+                error = InvalidRequest(f"Message over MAX_BODY_BYTES ({limit} characters)")
+                self.write(jsonrpc.error_response(None, error))
+                continue
             if not line.strip():
                 continue
             try:
@@ -77,6 +83,20 @@ class StdioServer:
             ctx.cancelled.set()
 
     # -- reading -------------------------------------------------------------------------
+
+    def _lines(self) -> Iterator[str | None]:
+        """The input's lines; ``None`` for one longer than ``MAX_BODY_BYTES``, skipped unread."""
+        limit = conf.MAX_BODY_BYTES
+        while True:
+            line = self.infile.readline(limit + 1)
+            if not line:
+                return
+            if len(line) <= limit or line.endswith("\n"):
+                yield line
+                continue
+            while line and not line.endswith("\n"):  # the rest of it, a bounded piece at a time
+                line = self.infile.readline(limit + 1)
+            yield None
 
     def receive(self, line: str) -> None:
         try:
