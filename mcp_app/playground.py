@@ -405,8 +405,8 @@ def _number(raw: str, kind: str) -> int | float | None:
         return None
     if kind == "integer":
         # 1.0 and 1e2 are whole numbers, as JSON Schema's "integer" has it (a browser's
-        # step=1 check lets them through too).
-        return int(number) if number.is_integer() else None
+        # step=1 check lets them through too); past 2**53 a float is not the number typed.
+        return int(number) if number.is_integer() and abs(number) < 2**53 else None
     return number
 
 

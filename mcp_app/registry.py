@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import inspect
 import re
@@ -95,6 +94,16 @@ def _check_completers(
             )
 
 
+def _json_copy(value: Any) -> Any:
+    """A copy of a JSON-like value: mappings (read-only ones too) become dicts, sequences
+    lists; anything else (strings, numbers, lazy translations) is kept as it is."""
+    if isinstance(value, Mapping):
+        return {key: _json_copy(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_copy(item) for item in value]
+    return value
+
+
 @dataclass(frozen=True, eq=False)
 class ToolDef:
     """A tool: its public face and the handler called with ``(arguments, context)``."""
@@ -132,8 +141,8 @@ class ToolDef:
         _check_face("tool", self.name, self)
         # The tool's own copies: what it validates against (keyed once, in ``schema_key``)
         # and what it lists stay the same, whatever the registrant does with its dicts later.
-        object.__setattr__(self, "input_schema", copy.deepcopy(self.input_schema))
-        object.__setattr__(self, "output_schema", copy.deepcopy(self.output_schema))
+        object.__setattr__(self, "input_schema", _json_copy(self.input_schema))
+        object.__setattr__(self, "output_schema", _json_copy(self.output_schema))
 
     @cached_property
     def is_async(self) -> bool:

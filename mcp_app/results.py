@@ -7,6 +7,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from django.utils.functional import Promise
+
 from .content import Content, text
 from .protocol.jsonrpc import InternalError
 
@@ -18,15 +20,18 @@ def _dumps(value: Any) -> str:
 
 
 #: The fields each kind of content block must have, and their types.
-_BLOCK_FIELDS: dict[str, tuple[tuple[str, type], ...]] = {
-    "text": (("text", str),),
+#: Text may be a lazy translation, which the encoder sends as its text.
+_TEXT = (str, Promise)
+_BLOCK_FIELDS: dict[str, tuple[tuple[str, Any], ...]] = {
+    "text": (("text", _TEXT),),
     "image": (("data", str), ("mimeType", str)),
     "audio": (("data", str), ("mimeType", str)),
-    "resource_link": (("uri", str), ("name", str)),
+    "resource_link": (("uri", str), ("name", _TEXT)),
     "resource": (("resource", Mapping),),
 }
-#: The keys of a ``CallToolResult``: a dict of only these, with blocks, is one already.
-_RESULT_KEYS = frozenset({"content", "structuredContent", "isError", "_meta"})
+#: The keys of a ``CallToolResult`` (``resultType`` as the SDKs' models dump it): a dict of
+#: only these, with blocks, is one already.
+_RESULT_KEYS = frozenset({"content", "structuredContent", "isError", "_meta", "resultType"})
 
 
 def _is_block(value: Any) -> bool:

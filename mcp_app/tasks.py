@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import secrets
 import threading
 import time
@@ -524,6 +525,9 @@ class _Watcher:
 
 
 _watcher = _Watcher()
+# A forked child runs none of its parent's tasks, so it must not vouch for them (their leases
+# are the parent's to renew), and the parent's thread and lock are not its own.
+os.register_at_fork(after_in_child=lambda: _Watcher.__init__(_watcher))
 
 
 def _let_go_of_connections() -> None:

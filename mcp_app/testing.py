@@ -9,7 +9,6 @@ import inspect
 import json
 import logging
 import queue
-import re
 import threading
 import time
 from collections import deque
@@ -196,14 +195,12 @@ def _merge(base: JSON, extra: Mapping[str, Any]) -> JSON:
     return merged
 
 
-_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
-
-
 def _ref(ref: Mapping[str, Any] | str) -> JSON:
     if isinstance(ref, Mapping):
         return dict(ref)
-    if "{" in ref or _SCHEME.match(ref):
-        # A URI template, or a URI of any scheme (urn:, mailto:, file://): a resource.
+    if "{" in ref or "://" in ref:
+        # A URI template or a URL: a resource. (A prompt's name may hold a colon, so any
+        # other URI is given as a ref dict.)
         return {"type": "ref/resource", "uri": ref}
     return {"type": "ref/prompt", "name": ref}
 
@@ -1651,7 +1648,8 @@ class MCPClient(_ClientBase):
         value: str,
         context: Mapping[str, Any] | None = None,
     ) -> JSON:
-        """Complete an argument of a prompt (a ``ref`` that is a name) or a URI template.
+        """Complete an argument of a prompt (a ``ref`` that is its name) or a URI template (one
+        with ``{`` or ``://``; a ``ref/resource`` dict for any other).
 
         ``context`` holds the values of the other arguments.
 

@@ -477,6 +477,15 @@ def test_a_subclass_of_the_default_validator_overriding_problems_is_used() -> No
     assert result["content"][0]["text"] == "Invalid arguments at /x: always wrong"
 
 
+def test_a_schema_with_read_only_mappings_registers_and_validates() -> None:
+    from types import MappingProxyType
+
+    schema = {"type": "object", "properties": MappingProxyType({"n": {"type": "integer"}})}
+    catalog = Catalog(1, tools=[tool("t", returning("ok"), input_schema=schema)])
+    assert call(make_engine(), catalog, "t", {"n": 1}) == {"content": [text("ok")]}
+    assert call(make_engine(), catalog, "t", {"n": "x"})["isError"] is True
+
+
 def test_a_schema_changed_by_its_registrant_after_registration_changes_nothing() -> None:
     schema: dict[str, Any] = {"type": "object", "properties": {"n": {"type": "integer"}}}
     output: dict[str, Any] = {"type": "object", "properties": {"sum": {"type": "integer"}}}

@@ -642,3 +642,4 @@ def test_a_number_past_pythons_digit_limit_is_not_a_number() -> None:
     assert _number("12", "integer") == 12
     assert (_number("1.0", "integer"), _number("1e2", "integer")) == (1, 100)
     assert _number("1.5", "integer") is None
+    assert _number("9007199254740993.0", "integer") is None  # a float would change it

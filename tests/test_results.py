@@ -315,3 +315,12 @@ def test_non_integer_total_is_dropped() -> None:
 def test_unsupported_completion_is_an_internal_error(value: object) -> None:
     with pytest.raises(InternalError, match="a completer must return"):
         completion_result(value)
+
+
+def test_lazy_text_and_an_sdk_models_dump_are_results_as_before() -> None:
+    from django.utils.translation import gettext_lazy
+
+    lazy = {"content": [text(gettext_lazy("Not found"))], "isError": True}
+    assert tool_result(lazy) == lazy
+    dumped = {"content": [text("x")], "isError": True, "resultType": "complete"}
+    assert tool_result(dumped)["isError"] is True and "structuredContent" not in tool_result(dumped)

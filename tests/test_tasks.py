@@ -746,3 +746,24 @@ def test_a_task_keeps_its_arguments_only_as_the_audit_trail_does(settings: Any) 
     settings.MCP_APP = {**settings.MCP_APP, "AUDIT_ARGUMENTS": True}
     task_id = start("slow", {"seconds": 0})
     assert Task.objects.get(pk=task_id).arguments == {"seconds": 0}
+
+
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_forked_child_vouches_for_none_of_its_parents_tasks() -> None:
+    import os
+
+    from mcp_app import tasks as module
+
+    runner = object.__new__(module._Runner)
+    runner.task_id = "parent-task"
+    with module._watcher.lock:
+        module._watcher.tasks["parent-task"] = runner
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child
+            os._exit(0 if module.running() == frozenset() else 1)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert module.running() == frozenset({"parent-task"})
+    finally:
+        module._watcher.remove("parent-task")

@@ -428,8 +428,8 @@ def test_complete_takes_a_uri_template_of_any_scheme_as_a_resource() -> None:
     from mcp_app.testing import _ref
 
     assert _ref("urn:person:{id}") == {"type": "ref/resource", "uri": "urn:person:{id}"}
-    assert _ref("mailto:someone") == {"type": "ref/resource", "uri": "mailto:someone"}
     assert _ref("introduce") == {"type": "ref/prompt", "name": "introduce"}
+    assert _ref("git:commit") == {"type": "ref/prompt", "name": "git:commit"}  # a prompt's name
 
 
 def test_a_result_with_an_error_status_is_not_accepted() -> None:

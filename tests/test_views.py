@@ -136,6 +136,7 @@ def test_a_stream_whose_client_reads_nothing_ends_instead_of_growing(
     from mcp_app.transport import views
 
     monkeypatch.setattr(views, "STREAM_BACKLOG_LIMIT", 3)
+    monkeypatch.setattr(views, "STREAM_STALL_SECONDS", 0.0)
     stream = _SlowStream()
 
     async def unread() -> list[bytes]:
@@ -148,5 +149,22 @@ def test_a_stream_whose_client_reads_nothing_ends_instead_of_growing(
 
     chunks = asyncio.run(unread())
     assert len(chunks) == 1
-    assert "read none of its last 3 messages" in caplog.text
+    assert "read none of its last 3 messages in 0 s" in caplog.text
     assert backend().subscriber_count("views-test:slow") == 0  # type: ignore[attr-defined]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_burst_that_a_reading_client_works_through_does_not_end_its_stream(
+    monkeypatch: Any,
+) -> None:
+    from mcp_app.delivery import backend
+    from mcp_app.transport import views
+
+    monkeypatch.setattr(views, "STREAM_BACKLOG_LIMIT", 3)
+    relay = views._ListenRelay(_SlowStream())  # type: ignore[arg-type]
+    try:
+        for n in range(10):  # faster than any reader, but the client read just now
+            backend().publish("views-test:slow", {"n": n})
+        assert not relay.overflowed and len(relay.items) == 10
+    finally:
+        relay.unsubscribe()

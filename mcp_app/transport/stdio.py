@@ -161,10 +161,19 @@ class StdioServer:
             self.modern_request(message)
 
     @contextlib.contextmanager
-    def _answering(self, request_id: Any) -> Iterator[None]:
-        """A call's thread: whatever ends it, the call is answered and forgotten."""
+    def _answering(self, request_id: Any) -> Iterator[Callable[[JSON], None]]:
+        """A call's thread: whatever ends it, the call is answered and forgotten.
+
+        Yields the function that sends the final message, after forgetting the id, so a
+        client may use the id again as soon as it has the answer.
+        """
+
+        def answer(final: JSON) -> None:
+            self._calls.pop(request_id, None)
+            self.write(final)
+
         try:
-            yield
+            yield answer
         except BaseException as exc:  # SystemExit too: it would only end this thread
             logger.error("Error answering request %r", request_id, exc_info=exc)
             with contextlib.suppress(Exception):
@@ -210,9 +219,9 @@ class StdioServer:
         self._calls[req.id] = ctx
 
         def run() -> None:
-            with self._answering(req.id):
+            with self._answering(req.id) as answer:
                 _status, final = self.endpoint.modern_call(req, ctx, catalog)
-                self.write(final)
+                answer(final)
 
         self._spawn(run)
 
@@ -284,9 +293,8 @@ class StdioServer:
         catalog = self.server.catalog()
 
         def run() -> None:
-            with self._answering(request_id):
-                final = self.endpoint.legacy.call(request_id, method, params, ctx, catalog, session)
-                self.write(final)
+            with self._answering(request_id) as answer:
+                answer(self.endpoint.legacy.call(request_id, method, params, ctx, catalog, session))
 
         self._spawn(run)
 

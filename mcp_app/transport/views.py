@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import time
 import os
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -410,6 +411,10 @@ async def _unless_gone(waiting: Awaitable[Item], gone: Callable[[], Awaitable[No
         watcher.cancel()
         if not task.done():
             task.cancel()
+    if watcher.done() and not watcher.cancelled():
+        # The client left, even if the first event came at the same time: the disconnect was
+        # taken here, and whoever would stream to the client would never see it.
+        raise ClientGone
     if not task.done() or task.cancelled():
         raise ClientGone
     return task.result()
@@ -528,9 +533,11 @@ class _CallRelay:
             self.call.cancel()
 
 
-#: Most deliveries a long-lived stream holds for a client that does not read them; past it
-#: the stream ends (the client opens a new one), so memory stays bounded.
+#: Most deliveries a long-lived stream holds for a client that has read nothing for
+#: ``STREAM_STALL_SECONDS``; past both the stream ends (the client opens a new one), so memory
+#: stays bounded. A burst that a reading client works through is not cut.
 STREAM_BACKLOG_LIMIT = 1000
+STREAM_STALL_SECONDS = 30.0
 
 
 class _ListenRelay:
@@ -540,14 +547,20 @@ class _ListenRelay:
         self.stream = stream
         self.items = Pipe()
         self.overflowed = False
+        self.read_at = time.monotonic()
         self.unsubscribe = backend().subscribe(stream.channels, self._delivered)
 
     def _delivered(self, channel: str, message: dict[str, Any]) -> None:
-        if len(self.items) >= STREAM_BACKLOG_LIMIT:
+        if (
+            len(self.items) >= STREAM_BACKLOG_LIMIT
+            and time.monotonic() - self.read_at > STREAM_STALL_SECONDS
+        ):
             if not self.overflowed:
                 logger.warning(
-                    "A stream's client read none of its last %d messages; ending the stream",
+                    "A stream's client read none of its last %d messages in %.0f s; ending the "
+                    "stream",
                     STREAM_BACKLOG_LIMIT,
+                    STREAM_STALL_SECONDS,
                 )
             self.overflowed = True
             return
@@ -558,6 +571,7 @@ class _ListenRelay:
         return [event.encode() for event in opening] or [sse.comment("stream open")]
 
     def feed(self, channel: str, message: dict[str, Any]) -> list[bytes]:
+        self.read_at = time.monotonic()
         return [event.encode() for event in self.stream.notifications(channel, message)]
 
 
