@@ -12,8 +12,8 @@ import asyncio
 import contextlib
 import functools
 import logging
-import time
 import os
+import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
