@@ -409,35 +409,30 @@ def deferred(mcp: Any) -> Callable[..., None]:
     return configure
 
 
-def test_the_writer_pauses_between_transactions_only_while_it_keeps_up(
+def test_the_writer_pauses_between_statements_only_while_it_keeps_up(
     deferred: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pauses: list[bool] = []
-
-    def pause() -> None:
-        # Never inside a transaction: SQLite's write lock would be held meanwhile.
-        pauses.append(connection.in_atomic_block)
-
-    monkeypatch.setattr(audit, "_pause", pause)
-    deferred(batch=500)
+    pauses: list[int] = []
+    monkeypatch.setattr(audit, "_pause", lambda: pauses.append(1))
+    deferred(batch=100)
     queue = audit._current()
     with queue.writing:  # as the writer thread holds it; that thread waits meanwhile
-        for number in range(250):
+        for number in range(50):
             audit.record(entry(f"tool-{number}"))
-        # 250 rows are three transactions of at most 100: a pause between each two.
+        # 50 rows are three statements of 20: a pause after each but the last.
         assert audit._drain(queue, queue.seq, paced=True)
-        assert pauses == [False, False] and ToolCall.objects.count() == 250
+        assert len(pauses) == 2 and ToolCall.objects.count() == 50
         # With a batch's worth still waiting behind, it writes without pausing.
-        for number in range(750):
+        for number in range(150):
             audit.record(entry(f"more-{number}"))
         pauses.clear()
         with queue.lock:
-            upto = queue.rows[249][0]
+            upto = queue.rows[49][0]
         assert audit._drain(queue, upto, paced=True)
-        assert pauses == [] and ToolCall.objects.count() == 500
+        assert pauses == [] and ToolCall.objects.count() == 100
         # A flush (in a request's or the exiting thread) never pauses, backlog or not.
         assert audit._drain(queue, queue.seq) and pauses == []
-        assert ToolCall.objects.count() == 1000
+        assert ToolCall.objects.count() == 200
 
 
 def test_queued_rows_are_left_alone_by_the_garbage_collector(deferred: Any) -> None:

@@ -178,7 +178,8 @@ def test_a_new_subscriber_of_a_running_poller_gets_no_earlier_message(
     # Rows within the reordering window that no one was subscribed to are not news to it.
     listener.subscribe([channel + ":other"], Collector())
     publisher.publish(channel, {"n": "before"})
-    time.sleep(3 * POLL)  # the running poller has read past it
+    newest = DeliveryMessage.objects.order_by("-id").values_list("id", flat=True)[0]
+    wait_until(lambda: listener._top >= newest)  # the running poller has read past it
     sink = Collector()
     listener.subscribe([channel], sink)
     publisher.publish(channel, {"n": "after"})
