@@ -236,6 +236,20 @@ def _json_type(schema: Mapping[str, Any]) -> str | None:
     return declared if isinstance(declared, str) else None
 
 
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    """For ``anyOf``/``oneOf`` of one schema and ``{"type": "null"}``, the usual way an optional
+    field is written, that one schema (with the outer keywords): it gets that type's input."""
+    for keyword in ("anyOf", "oneOf"):
+        members = schema.get(keyword)
+        if not isinstance(members, list) or len(members) != 2:
+            continue
+        others = [m for m in members if not (isinstance(m, dict) and m.get("type") == "null")]
+        if len(others) == 1 and isinstance(others[0], dict):
+            outer = {k: v for k, v in schema.items() if k != keyword}
+            return {**others[0], **outer}
+    return schema
+
+
 def _text(value: Any) -> str:
     """A JSON value as a person types it (and an option posts it): strings as they are."""
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
@@ -283,8 +297,9 @@ def schema_field(
 ) -> Field:
     """The input for one property of an object schema, its default filled in."""
     schema = schema if isinstance(schema, dict) else {}
-    title = schema.get("title")
-    description = schema.get("description")
+    shown = _nullable(schema)
+    title = shown.get("title")
+    description = shown.get("description")
     found = Field(
         key=key,
         name=prefix + key,
@@ -295,9 +310,9 @@ def schema_field(
         help=str(description) if isinstance(description, str) else "",
         schema=schema,
     )
-    kind = _json_type(schema)
-    options = _options(schema)
-    default = schema.get("default", _MISSING)
+    kind = _json_type(shown)
+    options = _options(shown)
+    default = shown.get("default", _MISSING)
     if options is not None:
         found.widget, found.kind, found.choices = "select", kind or "any", options
     elif kind == "boolean":
@@ -312,20 +327,20 @@ def schema_field(
         found.kind, found.input_type = kind, "number"
         found.attrs.append(("step", "1" if kind == "integer" else "any"))
         for keyword, attr in (("minimum", "min"), ("maximum", "max")):
-            bound = _number_text(schema.get(keyword))
+            bound = _number_text(shown.get(keyword))
             if bound:
                 found.attrs.append((attr, bound))
     elif kind == "string":
-        fmt = schema.get("format")
+        fmt = shown.get("format")
         found.input_type = {"email": "email", "uri": "url", "date": "date"}.get(str(fmt), "text")
         if fmt == "date-time":
             found.hint = "A date and time, e.g. 2026-07-28T09:30:00Z."
         for keyword, attr in (("minLength", "minlength"), ("maxLength", "maxlength")):
-            bound = _number_text(schema.get(keyword))
+            bound = _number_text(shown.get(keyword))
             if bound:
                 found.attrs.append((attr, bound))
-    elif kind == "array" and isinstance(schema.get("items"), dict):
-        items = schema["items"]
+    elif kind == "array" and isinstance(shown.get("items"), dict):
+        items = shown["items"]
         item_options = _options(items)
         if item_options is not None:
             found.widget, found.kind, found.choices = "multi", "array", item_options

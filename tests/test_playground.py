@@ -643,3 +643,27 @@ def test_a_number_past_pythons_digit_limit_is_not_a_number() -> None:
     assert (_number("1.0", "integer"), _number("1e2", "integer")) == (1, 100)
     assert _number("1.5", "integer") is None
     assert _number("9007199254740993.0", "integer") is None  # a float would change it
+
+
+def test_an_optional_field_written_as_any_of_a_type_and_null_gets_that_types_input(
+    staff: Client, scratch: Server
+) -> None:
+    @scratch.tool(
+        input_schema={
+            "type": "object",
+            "properties": {
+                "note": {"anyOf": [{"type": "string"}, {"type": "null"}], "title": "Note"},
+                "count": {"oneOf": [{"type": "null"}, {"type": "integer", "minimum": 1}]},
+            },
+        }
+    )
+    def echo(arguments: dict[str, Any], context: Any) -> str:
+        return json.dumps(arguments, sort_keys=True)
+
+    url = tool_url("echo", scratch.name)
+    form = page(staff.get(url))
+    assert 'type="number"' in field_row(form, "arg:count")
+    assert 'min="1"' in field_row(form, "arg:count")
+    assert "Note" in field_row(form, "arg:note")
+    done = run(staff, url, **{"arg:note": "hi", "arg:count": "2"})
+    assert sent(done)["params"]["arguments"] == {"note": "hi", "count": 2}
