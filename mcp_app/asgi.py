@@ -170,10 +170,6 @@ class _TooLarge(Exception):
     """The body went over the limit while being read."""
 
 
-class _Gone(Exception):
-    """The client disconnected before the request was whole."""
-
-
 async def _serve(
     server: Server, match: ResolverMatch, scope: Scope, receive: Receive, send: Send
 ) -> None:
@@ -189,7 +185,7 @@ async def _serve(
     request.resolver_match = match
     try:
         answer = await _answer(server, request, body, receive)
-    except (_Gone, ClientGone):
+    except ClientGone:
         return
     except _TooLarge:
         # Refused before the body was read to its end: the connection cannot be reused.
@@ -220,7 +216,7 @@ async def _answer(
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
-            raise _Gone
+            raise ClientGone
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:

@@ -34,16 +34,14 @@ def _load(path: str) -> Backend:
 os.register_at_fork(after_in_child=_load.cache_clear)
 
 
-def tell(channel: str, message: dict[str, Any]) -> bool:
+def tell(channel: str, message: dict[str, Any]) -> None:
     """Publish ``message`` on ``channel``; a backend failure is logged, not raised.
 
     For news sent after the change it tells of is made (a row written, a session ended):
     the request that made it is answered all the same, and whoever misses the news reads
-    the change from the database later. Returns whether the message went out.
+    the change from the database later.
     """
     try:
         backend().publish(channel, message)
     except Exception:
         logger.exception("Could not publish on %s; its listeners learn of it later", channel)
-        return False
-    return True

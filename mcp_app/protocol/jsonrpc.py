@@ -319,14 +319,12 @@ def _unencodable(message: Any, by: json.JSONEncoder) -> str:
     values as their text (and NaN and lone surrogates mended as ``_mended`` does), or, if it
     holds itself, raises ``ValueError``. Either way it is logged.
     """
-
     return _instead(
         message,
         by,
         "a value JSON cannot carry",
         "its text",
         logger.exception,
-        lambda: _leniently(message, by),
     )
 
 
@@ -337,7 +335,6 @@ def _mended(message: Any, by: json.JSONEncoder) -> str:
         "NaN, Infinity or a lone surrogate, which JSON cannot carry",
         "null and U+FFFD",
         logger.error,
-        lambda: _leniently(message, by),
     )
 
 
@@ -373,10 +370,10 @@ def _instead(
     held: str,
     sent_with: str,
     log: Callable[..., None],
-    other: Callable[[], str],
 ) -> str:
     """What is sent for a message that cannot go as it is: an internal error for a response
-    (each of a batch on its own), ``other()`` for any other message; logged either way."""
+    (each of a batch on its own), any other message as ``_leniently`` encodes it; logged
+    either way."""
     if isinstance(message, list):
         return "[" + by.item_separator.join(encode(item, by) for item in message) + "]"
     if isinstance(message, dict) and "id" in message and "method" not in message:
@@ -392,7 +389,7 @@ def _instead(
         held,
         sent_with,
     )
-    return other()
+    return _leniently(message, by)
 
 
 def _sendable(value: Any) -> Any:

@@ -30,9 +30,6 @@ JSON = dict[str, Any]
 DRAIN_SECONDS = 5.0
 
 
-#: As HTTP answers are encoded (dates, decimals, UUIDs as text), on one line.
-
-
 class StdioServer:
     """Serves one client on a pair of streams until its input ends.
 

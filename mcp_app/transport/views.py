@@ -354,7 +354,7 @@ def _failed(response: HttpResponse | None) -> Answer:
 
 
 class ClientGone(Exception):
-    """The client went away while its call had not produced anything yet; the call is cancelled."""
+    """The client went away before it could be answered (a call it made is cancelled)."""
 
 
 async def respond(
@@ -411,11 +411,9 @@ async def _unless_gone(waiting: Awaitable[Item], gone: Callable[[], Awaitable[No
         watcher.cancel()
         if not task.done():
             task.cancel()
-    if watcher.done() and not watcher.cancelled():
-        # The client left, even if the first event came at the same time: the disconnect was
-        # taken here, and whoever would stream to the client would never see it.
-        raise ClientGone
-    if not task.done() or task.cancelled():
+    # The client left, even if the first event came at the same time: the disconnect was
+    # taken here, and whoever would stream to the client would never see it.
+    if (watcher.done() and not watcher.cancelled()) or not task.done() or task.cancelled():
         raise ClientGone
     return task.result()
 
