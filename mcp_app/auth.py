@@ -42,6 +42,9 @@ class EndpointView:
     def __init__(self, server_name: str) -> None:
         self.server_name = server_name
         self.throttle_scope = "mcp"
+        #: ``REQUIRED_SCOPES``, where scope permission classes look for what a token must
+        #: hold (django-oauth-toolkit's ``TokenHasScope`` among them).
+        self.required_scopes = list(conf.REQUIRED_SCOPES)
 
 
 @functools.lru_cache(maxsize=32)
@@ -91,11 +94,13 @@ def admit(request: Any, server_name: str) -> tuple[Any, Refusal | None]:
             user = drf_request.user
         except _REFUSALS as exc:
             # Bad credentials, or SessionAuthentication's CSRF check (403), as DRF answers.
-            return None, _refusal(request, exc)
+            return None, _refusal(request, exc, drf_request)
         except DataError:
             # Credentials the database cannot even compare, such as a NUL in a decoded Basic
             # password on PostgreSQL: no user has them.
-            return None, _unauthorized(request, "Invalid credentials", invalid=True)
+            return None, _unauthorized(
+                request, "Invalid credentials", invalid=True, others=_challenges(drf_request)
+            )
     permissions = _instances(permission_paths)
     throttles = _instances(throttle_paths)
     if not permissions and not throttles:
@@ -104,16 +109,23 @@ def admit(request: Any, server_name: str) -> tuple[Any, Refusal | None]:
         drf_request = Request(request, authenticators=[])
         drf_request.user = user
     view = EndpointView(server_name)
+    authenticated = bool(getattr(user, "is_authenticated", False))
     for permission in permissions:
         try:
             allowed = permission.has_permission(drf_request, view)
         except _REFUSALS as exc:  # a permission may raise its own refusal
-            return user, _refusal(request, exc)
+            scopes = _scopes(permission, view) if authenticated else None
+            return user, _refusal(request, exc, drf_request, scopes)
         if not allowed:
-            if not getattr(user, "is_authenticated", False):
-                return user, _unauthorized(request, "Authentication credentials were not provided")
-            message = getattr(permission, "message", None) or "Permission denied"
-            return user, Refusal(403, str(message))
+            if not authenticated:
+                return user, _unauthorized(
+                    request,
+                    "Authentication credentials were not provided",
+                    others=_challenges(drf_request),
+                )
+            # A message may be a dict, as django-oauth-toolkit's TokenHasScope makes it.
+            message = _detail(getattr(permission, "message", None) or "Permission denied")
+            return user, _forbidden(request, message, _scopes(permission, view))
     waits = [t.wait() for t in throttles if not t.allow_request(drf_request, view)]
     if waits:
         known = [w for w in waits if w is not None]
@@ -137,8 +149,11 @@ def _has_controls(value: str) -> bool:
 _REFUSALS = (APIException, PermissionDenied, Http404)
 
 
-def _refusal(request: Any, exc: Exception) -> Refusal:
-    """The refusal for an exception raised while authenticating or authorising."""
+def _refusal(
+    request: Any, exc: Exception, drf_request: Any, scopes: Sequence[str] | None = None
+) -> Refusal:
+    """The refusal for an exception raised while authenticating or authorising; ``scopes``:
+    those the refusing permission asks of an authenticated caller."""
     from rest_framework import exceptions
 
     if isinstance(exc, Http404):
@@ -148,9 +163,11 @@ def _refusal(request: Any, exc: Exception) -> Refusal:
     assert isinstance(exc, APIException)
     message = _detail(exc.detail)
     if isinstance(exc, exceptions.AuthenticationFailed):
-        return _unauthorized(request, message, invalid=True)
+        return _unauthorized(request, message, invalid=True, others=_challenges(drf_request))
     if isinstance(exc, exceptions.NotAuthenticated):
-        return _unauthorized(request, message)
+        return _unauthorized(request, message, others=_challenges(drf_request))
+    if isinstance(exc, exceptions.PermissionDenied) and scopes is not None:
+        return _forbidden(request, message, scopes)
     status = int(getattr(exc, "status_code", 403) or 403)
     headers = {}
     if isinstance(exc, exceptions.Throttled):
@@ -171,17 +188,68 @@ def _quoted(text: str) -> str:
     return "".join(c for c in text if c.isascii() and c.isprintable() and c not in '"\\')[:200]
 
 
-def _unauthorized(request: Any, message: str, *, invalid: bool = False) -> Refusal:
-    """401 with an RFC 6750 challenge naming the protected resource metadata (RFC 9728)."""
+def _unauthorized(
+    request: Any, message: str, *, invalid: bool = False, others: Sequence[str] = ()
+) -> Refusal:
+    """401 with an RFC 6750 challenge naming the protected resource metadata (RFC 9728).
+
+    ``others``: the challenges of the site's other schemes (``Basic realm="api"``), after the
+    Bearer one, which MCP clients read first.
+    """
     parts = []
     if invalid:
         # Credentials were sent and refused: RFC 6750 names the error so clients drop them.
         parts += ['error="invalid_token"', f'error_description="{_quoted(message)}"']
     parts.append(f'resource_metadata="{resource_metadata_url(request)}"')
-    scopes = conf.RESOURCE_METADATA.get("scopes_supported")
+    scopes = conf.REQUIRED_SCOPES or conf.RESOURCE_METADATA.get("scopes_supported")
     if scopes:
         parts.append(f'scope="{_quoted(" ".join(str(s) for s in scopes))}"')
-    return Refusal(401, message, {"WWW-Authenticate": "Bearer " + ", ".join(parts)})
+    challenge = ", ".join(["Bearer " + ", ".join(parts), *others])
+    return Refusal(401, message, {"WWW-Authenticate": challenge})
+
+
+def _forbidden(request: Any, message: str, scopes: Sequence[str]) -> Refusal:
+    """403; for a bearer token, with the RFC 6750 ``insufficient_scope`` challenge MCP asks for,
+    naming the scopes the refusing permission wants (so a client can ask for them)."""
+    authorization = str(request.META.get("HTTP_AUTHORIZATION", ""))
+    if authorization.split(" ", 1)[0].lower() != "bearer":
+        return Refusal(403, message)
+    parts = ['error="insufficient_scope"']
+    if scopes:
+        parts.append(f'scope="{_quoted(" ".join(str(s) for s in scopes))}"')
+    parts += [
+        f'resource_metadata="{resource_metadata_url(request)}"',
+        f'error_description="{_quoted(message)}"',
+    ]
+    return Refusal(403, message, {"WWW-Authenticate": "Bearer " + ", ".join(parts)})
+
+
+def _scopes(permission: Any, view: EndpointView) -> list[str]:
+    """The scopes a refusing permission asks for: its own ``required_scopes``, or the view's."""
+    scopes = getattr(permission, "required_scopes", None)
+    if not isinstance(scopes, list | tuple) or not all(isinstance(s, str) for s in scopes):
+        scopes = view.required_scopes
+    return [s for s in scopes if s and not _SCOPE_BREAKER.search(s)]
+
+
+#: What a scope name may not hold: challenges send scopes quoted and space-separated.
+_SCOPE_BREAKER = re.compile(r'[\s"\\]')
+
+
+def _challenges(drf_request: Any) -> list[str]:
+    """The challenges of the authenticators' schemes other than Bearer, as DRF would send the
+    first of them (``Basic realm="api"``, ``Token``)."""
+    found: list[str] = []
+    for authenticator in drf_request.authenticators:
+        try:
+            header = authenticator.authenticate_header(drf_request)
+        except Exception:
+            continue  # a challenge is a courtesy: never a reason to fail the refusal
+        if not isinstance(header, str) or not header.strip() or _has_controls(header):
+            continue
+        if header.split(None, 1)[0].lower() != "bearer" and header not in found:
+            found.append(header.strip())
+    return found
 
 
 def protected_resource_metadata(request: Any, resource_path: str) -> dict[str, Any]:

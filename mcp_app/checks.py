@@ -4,7 +4,8 @@
 # E004 ALLOWED_ORIGINS not a list, E005 REQUEST_STATE_MAX_AGE_MS not positive, E006 an
 # authentication, permission or throttle class that cannot be used, E007 a VALIDATOR,
 # SESSION_STORE or DELIVERY_BACKEND that cannot be used, E008 a malformed RESOURCE_METADATA,
-# E009 a number that is not positive, E010 a switch that is not a bool.
+# E009 a number that is not positive, E010 a switch that is not a bool, E011 malformed
+# REQUIRED_SCOPES.
 #
 # Deployment warnings (check --deploy): W001 the key signing requestState is missing or
 # insecure, W002 no allowed origins with DEBUG off, W003 "*" among the allowed origins, W004 an
@@ -100,6 +101,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     errors += _check_drf_classes(raw)
     errors += _check_components(raw)
     errors += _check_metadata(raw)
+    errors += _check_scopes(raw)
     errors += _check_numbers(raw)
     errors += _check_switches(raw)
     return errors
@@ -230,7 +232,7 @@ def _check_metadata(raw: dict[str, Any]) -> list[CheckMessage]:
         ):
             problems.append("'authorization_servers' must be a list of http(s) URLs")
         scopes = value.get("scopes_supported", [])
-        if not _strings(scopes) or any(re.search(r'[\s"\\]', scope) for scope in scopes):
+        if not _strings(scopes) or any(_SCOPE_BREAKER.search(scope) for scope in scopes):
             problems.append(
                 "'scopes_supported' must be a list of scope names, without spaces or quotes"
             )
@@ -240,6 +242,22 @@ def _check_metadata(raw: dict[str, Any]) -> list[CheckMessage]:
         Error(f"MCP_APP['RESOURCE_METADATA'] is malformed: {problem}.", id="mcp_app.E008")
         for problem in problems
     ]
+
+
+def _check_scopes(raw: dict[str, Any]) -> list[CheckMessage]:
+    value = raw.get("REQUIRED_SCOPES", [])
+    if value is None or (_strings(value) and not any(_SCOPE_BREAKER.search(s) for s in value)):
+        return []
+    return [
+        Error(
+            "MCP_APP['REQUIRED_SCOPES'] must be a list of scope names, without spaces or quotes.",
+            id="mcp_app.E011",
+        )
+    ]
+
+
+#: What a scope name may not hold: it is sent in a quoted, space-separated challenge parameter.
+_SCOPE_BREAKER = re.compile(r'[\s"\\]')
 
 
 def _strings(value: Any) -> bool:

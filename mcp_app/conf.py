@@ -72,6 +72,9 @@ DEFAULTS: dict[str, Any] = {
     "THROTTLE_CLASSES": [],
     # OAuth 2.0 protected resource metadata (RFC 9728): authorization_servers, scopes_supported.
     "RESOURCE_METADATA": {},
+    # Scopes every token must hold: the scope of the 401 and 403 challenges, and the view's
+    # required_scopes for scope permission classes (django-oauth-toolkit's TokenHasScope).
+    "REQUIRED_SCOPES": [],
     # Deepest JSON nesting accepted in a request body.
     "MAX_JSON_DEPTH": 64,
     # Largest tool arguments accepted, in bytes of JSON.
@@ -323,6 +326,10 @@ class Settings:
     @property
     def RESOURCE_METADATA(self) -> dict[str, Any]:
         return dict(self._get("RESOURCE_METADATA") or {})
+
+    @_setting
+    def REQUIRED_SCOPES(self) -> tuple[str, ...]:
+        return tuple(str(v) for v in self._get("REQUIRED_SCOPES") or ())
 
     @_setting
     def MAX_JSON_DEPTH(self) -> int:

@@ -6,18 +6,21 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractUser, Group, Permission
+from django.core import signing
 from django.core.cache import cache
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import Http404
 from django.test import Client
 from django.urls import path, reverse
 from rest_framework import exceptions
+from rest_framework.authentication import BaseAuthentication
 from rest_framework.authtoken.models import Token
 from rest_framework.permissions import BasePermission
 from rest_framework.throttling import ScopedRateThrottle, SimpleRateThrottle
@@ -203,7 +206,8 @@ def test_without_a_token_the_answer_is_401_pointing_to_the_metadata(mcp: Any) ->
     mcp(AUTHENTICATION_CLASSES=[TOKEN], PERMISSION_CLASSES=[AUTHENTICATED])
     response = post("tools/list", path_="/mcp")
     assert response.status_code == 401
-    assert response["WWW-Authenticate"] == f'Bearer resource_metadata="{METADATA_URL}/mcp"'
+    # Bearer first, for MCP clients; then the challenge of the site's own scheme, as DRF sends it.
+    assert response["WWW-Authenticate"] == f'Bearer resource_metadata="{METADATA_URL}/mcp", Token'
     # No id: the request was refused before it was read.
     assert response.json() == {
         "jsonrpc": "2.0",
@@ -217,7 +221,7 @@ def test_a_bad_token_is_401_invalid_token(mcp: Any) -> None:
     assert response.status_code == 401
     challenge = response["WWW-Authenticate"]
     assert challenge.startswith('Bearer error="invalid_token", error_description="Invalid token."')
-    assert challenge.endswith(f'resource_metadata="{METADATA_URL}/guarded/mcp"')
+    assert challenge.endswith(f'resource_metadata="{METADATA_URL}/guarded/mcp", Token')
     assert response.json()["error"]["message"] == "Invalid token."
 
 
@@ -266,7 +270,139 @@ def test_the_challenge_names_the_scopes(mcp: Any) -> None:
         RESOURCE_METADATA={"scopes_supported": ["mcp:read", "mcp:write"]},
     )
     response = post("tools/list")
-    assert response["WWW-Authenticate"].endswith(', scope="mcp:read mcp:write"')
+    assert response["WWW-Authenticate"].endswith(', scope="mcp:read mcp:write", Token')
+
+
+def test_the_challenge_names_the_required_scopes_first(mcp: Any) -> None:
+    mcp(
+        AUTHENTICATION_CLASSES=[BEARER],
+        PERMISSION_CLASSES=[AUTHENTICATED],
+        RESOURCE_METADATA={"scopes_supported": ["mcp:read", "mcp:write"]},
+        REQUIRED_SCOPES=["mcp:read"],
+    )
+    response = post("tools/list")
+    # The scopes this endpoint needs, rather than every scope the server knows. The Bearer
+    # class's own challenge is the Bearer one already: not repeated.
+    assert response["WWW-Authenticate"] == (
+        f'Bearer resource_metadata="{METADATA_URL}/guarded/mcp", scope="mcp:read"'
+    )
+
+
+def test_other_schemes_are_challenged_after_bearer(mcp: Any) -> None:
+    mcp(
+        AUTHENTICATION_CLASSES=[
+            "rest_framework.authentication.BasicAuthentication",
+            SESSION,  # no challenge of its own
+            TOKEN,
+            BEARER,
+        ],
+        PERMISSION_CLASSES=[AUTHENTICATED],
+    )
+    response = post("tools/list")
+    assert response.status_code == 401
+    assert response["WWW-Authenticate"] == (
+        f'Bearer resource_metadata="{METADATA_URL}/guarded/mcp", Basic realm="api", Token'
+    )
+
+
+class SignedScopes(BaseAuthentication):
+    """Bearer tokens signed by the site, naming a user and the scopes granted to it."""
+
+    def authenticate(self, request: Any) -> tuple[Any, Any] | None:
+        keyword, _, value = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")
+        if keyword != "Bearer":
+            return None
+        try:
+            grant = signing.loads(value, salt="scopes")
+        except signing.BadSignature as bad:
+            raise exceptions.AuthenticationFailed("Invalid token.") from bad
+        user = get_user_model().objects.get(pk=grant["user"])
+        return user, SimpleNamespace(scope=grant["scope"])
+
+    def authenticate_header(self, request: Any) -> str:
+        return 'Bearer realm="api"'
+
+
+class TokenHasScope(BasePermission):
+    """Allows a token holding every scope the view requires, as django-oauth-toolkit's does."""
+
+    message = "Your token lacks a scope this endpoint needs"
+
+    def has_permission(self, request: Any, view: Any) -> bool:
+        granted = set(request.auth.scope.split()) if request.auth else set()
+        return set(view.required_scopes) <= granted
+
+
+class NeedsAdmin(TokenHasScope):
+    required_scopes = ["mcp:admin"]
+    # As django-oauth-toolkit words it with ERROR_RESPONSE_WITH_SCOPES.
+    message = {"detail": "Admins only", "required_scopes": ["mcp:admin"]}
+
+    def has_permission(self, request: Any, view: Any) -> bool:
+        if request.META.get("HTTP_X_RAISE"):
+            raise exceptions.PermissionDenied("Admins only")
+        granted = set(request.auth.scope.split()) if request.auth else set()
+        return set(self.required_scopes) <= granted
+
+
+def scoped(user: Any, scope: str) -> dict[str, str]:
+    return {
+        "Authorization": "Bearer " + signing.dumps({"user": user.pk, "scope": scope}, salt="scopes")
+    }
+
+
+def test_a_token_without_the_required_scopes_is_403_insufficient_scope(mcp: Any) -> None:
+    ada = make_user("ada")
+    mcp(
+        AUTHENTICATION_CLASSES=[f"{__name__}.SignedScopes"],
+        PERMISSION_CLASSES=[AUTHENTICATED, f"{__name__}.TokenHasScope"],
+        REQUIRED_SCOPES=["mcp:read", "mcp:write"],
+    )
+    narrow = post("tools/list", headers=scoped(ada, "mcp:read"))
+    assert narrow.status_code == 403
+    # RFC 6750 section 3.1, as the MCP authorization spec asks: the client may ask for more.
+    assert narrow["WWW-Authenticate"] == (
+        'Bearer error="insufficient_scope", scope="mcp:read mcp:write", '
+        f'resource_metadata="{METADATA_URL}/guarded/mcp", '
+        'error_description="Your token lacks a scope this endpoint needs"'
+    )
+    assert narrow.json()["error"]["message"] == "Your token lacks a scope this endpoint needs"
+    assert post("tools/list", headers=scoped(ada, "mcp:write mcp:read")).status_code == 200
+    # Without any token: 401, naming the scopes to ask for.
+    anonymous = post("tools/list")
+    assert anonymous.status_code == 401
+    assert anonymous["WWW-Authenticate"] == (
+        f'Bearer resource_metadata="{METADATA_URL}/guarded/mcp", scope="mcp:read mcp:write"'
+    )
+
+
+def test_a_permission_names_its_own_scopes(mcp: Any) -> None:
+    ada = make_user("ada")
+    mcp(
+        AUTHENTICATION_CLASSES=[f"{__name__}.SignedScopes"],
+        PERMISSION_CLASSES=[f"{__name__}.NeedsAdmin"],
+        REQUIRED_SCOPES=["mcp:read"],
+    )
+    refused = post("tools/list", headers=scoped(ada, "mcp:read"))
+    assert refused.status_code == 403
+    assert 'scope="mcp:admin"' in refused["WWW-Authenticate"]
+    assert refused.json()["error"]["message"] == "Admins only"
+    raised = post("tools/list", headers={**scoped(ada, "mcp:read"), "X-Raise": "1"})
+    assert raised.status_code == 403
+    assert raised["WWW-Authenticate"].startswith(
+        'Bearer error="insufficient_scope", scope="mcp:admin"'
+    )
+    assert raised.json()["error"]["message"] == "Admins only"
+
+
+def test_a_refusal_of_other_credentials_has_no_scope_challenge(mcp: Any, staff: Group) -> None:
+    mcp(
+        AUTHENTICATION_CLASSES=[TOKEN],
+        PERMISSION_CLASSES=[AUTHENTICATED, f"{__name__}.NeverForStaff"],
+    )
+    refused = post("tools/list", headers=token(make_user("ada", staff)))
+    assert refused.status_code == 403
+    assert "WWW-Authenticate" not in refused
 
 
 def test_a_token_user_lists_and_calls(mcp: Any) -> None:

@@ -233,6 +233,20 @@ def test_malformed_resource_metadata_is_e008(metadata: Any, problem: str) -> Non
     assert problem in messages[0].msg
 
 
+# -- E011: required scopes ----------------------------------------------------------------
+
+
+def test_required_scopes_pass() -> None:
+    assert ids({"REQUIRED_SCOPES": ["mcp:read", "mcp:write"]}) == []
+    assert ids({"REQUIRED_SCOPES": []}) == []
+
+
+@pytest.mark.parametrize("scopes", ["mcp:read", ["mcp read"], ['say "hi"'], [""], [1], {"a": 1}])
+def test_malformed_required_scopes_are_e011(scopes: Any) -> None:
+    # A string, not a list, would be read as one scope per character.
+    assert ids({"REQUIRED_SCOPES": scopes}) == ["mcp_app.E011"]
+
+
 # -- E009, E010: numbers and switches ----------------------------------------------------------
 
 
