@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 from django import forms
 from django.contrib import admin, messages
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models, transaction
 from django.db.models import QuerySet
 from django.forms import ModelMultipleChoiceField
@@ -77,11 +78,12 @@ class DefinitionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
             return "everyone"
         return ", ".join(groups + permissions)
 
-    @admin.action(description="Enable selected %(verbose_name_plural)s")
+    # Only for those who may change rows: the changelist shows its actions to view-only staff.
+    @admin.action(description="Enable selected %(verbose_name_plural)s", permissions=["change"])
     def enable(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
         self._set_enabled(request, queryset, True)
 
-    @admin.action(description="Disable selected %(verbose_name_plural)s")
+    @admin.action(description="Disable selected %(verbose_name_plural)s", permissions=["change"])
     def disable(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
         self._set_enabled(request, queryset, False)
 
@@ -107,7 +109,9 @@ class DefinitionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
             return f"Not listed: {exc}"
         if wire is None:
             return "Not listed (disabled)."
-        return format_html("<pre>{}</pre>", json.dumps(wire, indent=2, ensure_ascii=False))
+        return format_html(
+            "<pre>{}</pre>", json.dumps(wire, indent=2, ensure_ascii=False, cls=DjangoJSONEncoder)
+        )
 
     def wire(self, obj: Any) -> dict[str, Any] | None:
         """The row's entry in its list, or ``None`` when it is not listed.

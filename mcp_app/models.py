@@ -6,6 +6,7 @@ import hashlib
 import mimetypes
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -85,8 +86,9 @@ class DeliveryMessage(models.Model):
 
 #: A URI: a scheme, a colon, then no whitespace.
 URI_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:\S*$")
-#: Prompt argument names: usable as ``{{ name }}`` in the messages' templates.
-ARGUMENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+#: Prompt argument names: usable as ``{{ name }}`` in the messages' templates (which refuse
+#: a variable starting with ``_``).
+ARGUMENT_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 MIME_RE = re.compile(r"^[\w.+-]+/[\w.+-]+(?:\s*;.*)?$")
 
 ICONS_SCHEMA: dict[str, Any] = {
@@ -153,6 +155,33 @@ def _check_json(errors: Errors, field: str, value: Any, schema: dict[str, Any], 
     problems = schema_module.validate(schema, value)
     if problems:
         _add(errors, field, schema_module.format_problems(problems, prefix=f"Invalid {what}"))
+
+
+#: An RFC 3339 date-time, which ``lastModified`` must be (jsonschema checks the ``date-time``
+#: format only with an optional package installed).
+DATE_TIME_RE = re.compile(
+    r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})$"
+)
+
+
+def _check_annotations(errors: Errors, value: Any) -> None:
+    _check_json(errors, "annotations", value, RESOURCE_ANNOTATIONS_SCHEMA, "annotations")
+    modified = value.get("lastModified") if isinstance(value, dict) else None
+    if not isinstance(modified, str):
+        return
+    try:
+        valid = bool(DATE_TIME_RE.match(modified)) and bool(
+            datetime.fromisoformat(modified.upper().replace("Z", "+00:00"))
+        )
+    except ValueError:
+        valid = False
+    if not valid:
+        _add(
+            errors,
+            "annotations",
+            "Invalid annotations: 'lastModified' must be an RFC 3339 date-time, such as "
+            "2025-01-12T15:00:58Z.",
+        )
 
 
 def _check_name(errors: Errors, name: str, kind: str) -> None:
@@ -508,9 +537,7 @@ class Resource(Definition):
             _add(errors, "text", "Give either text or a file, not both.")
         elif not self.text and not self.file:
             _add(errors, "text", "Give the resource's text, or upload a file.")
-        _check_json(
-            errors, "annotations", self.annotations, RESOURCE_ANNOTATIONS_SCHEMA, "annotations"
-        )
+        _check_annotations(errors, self.annotations)
         self.code_clash(errors, "uri", self.uri, "resources", "resource at")
 
 
@@ -597,17 +624,37 @@ class ResourceTemplate(Definition):
             _check_handler_config(errors, self.handler, "templates", self.config)
         if self.config and not self.handler:
             _add(errors, "config", "Only a handler takes a config.")
-        _check_json(
-            errors, "annotations", self.annotations, RESOURCE_ANNOTATIONS_SCHEMA, "annotations"
-        )
+        _check_annotations(errors, self.annotations)
         self.code_clash(errors, "name", self.name, "templates", "resource template")
-        if rows.template_shape(self.uri_template) in rows.code_uri_templates(self.server):
+        shape = rows.template_shape(self.uri_template)
+        if shape in rows.code_uri_templates(self.server):
             _add(
                 errors,
                 "uri_template",
                 f"A resource template of this URI template's shape is registered in code on server "
                 f"{self.server!r}; it matches first, so this row would never be read.",
             )
+        elif self.enabled and self.uri_template:
+            twin = self._same_shape(shape)
+            if twin is not None:
+                _add(
+                    errors,
+                    "uri_template",
+                    f"The template row {twin.name!r} ({twin.uri_template}) has this URI "
+                    f"template's shape on server {self.server!r}: the two match the same URIs, "
+                    "so one would never be read.",
+                )
+
+    def _same_shape(self, shape: str) -> ResourceTemplate | None:
+        """Another enabled row of this server whose URI template has ``shape``."""
+        others = ResourceTemplate.objects.filter(server=self.server, enabled=True)
+        if self.pk is not None:
+            others = others.exclude(pk=self.pk)
+        # The very same template is the unique constraint's to refuse, in its own words.
+        for other in others.exclude(uri_template=self.uri_template).only("name", "uri_template"):
+            if rows.template_shape(other.uri_template) == shape:
+                return other
+        return None
 
 
 class Prompt(Definition):
@@ -658,9 +705,7 @@ class PromptArgument(_Tracked):
     def clean(self) -> None:
         """Raises: ValidationError, keyed by field."""
         if self.name and not ARGUMENT_RE.match(self.name):
-            raise ValidationError(
-                {"name": "Use letters, digits and '_', not starting with a digit."}
-            )
+            raise ValidationError({"name": "Use letters, digits and '_', starting with a letter."})
 
 
 class PromptMessage(_Tracked):

@@ -794,16 +794,19 @@ D2 = TypeVar("D2", ToolDef, ResourceDef, TemplateDef, PromptDef)
 
 
 def _after_code(kind: str, code: list[D2], rows: list[D2], *keys: Callable[[D2], str]) -> list[D2]:
-    """``code``, then the ``rows`` none of whose ``keys`` a code definition has."""
+    """``code``, then the ``rows`` none of whose ``keys`` a definition before them has."""
     taken = [{key(item) for item in code} for key in keys]
     merged = list(code)
     for item in rows:
         pairs = zip(keys, taken, strict=True)
         clash = next((key(item) for key, had in pairs if key(item) in had), None)
         if clash is not None:
-            logger.warning("%s row %r is shadowed by a code definition", kind, clash)
-        else:
-            merged.append(item)
+            logger.warning("%s row %r is shadowed by a definition listed before it", kind, clash)
+            continue
+        merged.append(item)
+        # Two template rows of one shape: the first would serve every URI of both.
+        for key, had in zip(keys, taken, strict=True):
+            had.add(key(item))
     return merged
 
 
@@ -819,7 +822,7 @@ def merge(
     Code definitions come first, in registration order, then rows by ``(order, name)``. A
     row restyling a code tool replaces it in place; a disabled restyling row removes it. A
     row whose name (URI for resources) a code definition has is left out: code wins; so is a
-    template row with a code template's URI template.
+    template row with the URI template shape of a code template or of a row listed before it.
     """
     rows = _rows(server_name)
     merged_tools: list[ToolDef] = []

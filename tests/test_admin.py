@@ -180,6 +180,24 @@ def test_change_pages_render_with_the_catalog_entry(admin_client: Client) -> Non
         assert expected in response.content.decode(), (model, row)
 
 
+def test_catalog_entry_of_a_row_restyling_a_tool_with_lazy_text(admin_client: Client) -> None:
+    from django.utils.translation import gettext_lazy
+
+    from mcp_app import Server, servers
+
+    server = Server("admin-lazy")
+    server.add_tool(lambda arguments, context: "x", name="lazy", title=gettext_lazy("Lazy title"))
+    try:
+        row = Tool.objects.create(
+            server="admin-lazy", name="lazy", overrides_code=True, description="Restyled"
+        )
+        response = admin_client.get(url("tool", "change", row.pk))
+        assert response.status_code == 200
+        assert "&quot;title&quot;: &quot;Lazy title&quot;" in response.content.decode()
+    finally:
+        servers.pop("admin-lazy", None)
+
+
 def test_catalog_entry_of_a_restyling_row_whose_code_tool_is_gone(admin_client: Client) -> None:
     row = Tool.objects.create(name="vanished", overrides_code=True, title="x")
     response = admin_client.get(url("tool", "change", row.pk))
@@ -447,6 +465,21 @@ def test_enable_and_disable_actions_save_each_row(admin_client: Client) -> None:
         "/admin/mcp_app/tool/", {"action": "enable", "_selected_action": selected[:1]}
     )
     assert list(Tool.objects.filter(enabled=True).values_list("name", flat=True)) == ["t0"]
+
+
+def test_staff_who_may_only_view_rows_cannot_enable_or_disable_them() -> None:
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Permission
+
+    viewer = get_user_model().objects.create_user("viewer", "v@example.com", None, is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_tool"))
+    client = Client()
+    client.force_login(viewer)
+    row = Tool.objects.create(name="t0", handler="template", config={"template": "x"})
+    assert "disable" not in client.get("/admin/mcp_app/tool/").content.decode()
+    client.post("/admin/mcp_app/tool/", {"action": "disable", "_selected_action": [str(row.pk)]})
+    row.refresh_from_db()
+    assert row.enabled
 
 
 def test_content_is_saved_as_typed_with_its_whitespace(admin_client: Client) -> None:

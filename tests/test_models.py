@@ -238,6 +238,50 @@ def test_template_names_and_uri_templates_are_unique_per_server() -> None:
     assert "already exists" in errors["uri_template"][0]
 
 
+def test_two_template_rows_of_one_shape_are_refused(other_server: Server) -> None:
+    ResourceTemplate.objects.create(name="notes", uri_template="notes://{topic}", text="x")
+    errors = errors_of(ResourceTemplate(name="other", uri_template="notes://{t}", text="y"))
+    assert (
+        "The template row 'notes' (notes://{topic}) has this URI template's shape"
+        in (errors["uri_template"][0])
+    )
+    # Disabled, or on another server, it clashes with nothing.
+    ResourceTemplate(name="other", uri_template="notes://{t}", text="y", enabled=False).full_clean()
+    ResourceTemplate(
+        name="other", uri_template="notes://{t}", text="y", server=other_server.name
+    ).full_clean()
+    # A row edited keeps its own shape.
+    ResourceTemplate.objects.get(name="notes").full_clean()
+
+
+@pytest.mark.parametrize(
+    ("modified", "valid"),
+    [
+        ("2025-01-12T15:00:58Z", True),
+        ("2025-01-12T15:00:58.123+02:00", True),
+        ("2025-01-12t15:00:58z", True),
+        ("yesterday", False),
+        ("2025-01-12", False),
+        ("2025-01-12T15:00:58", False),  # no offset
+        ("2025-13-12T15:00:58Z", False),
+        ("2025-02-30T15:00:58Z", False),
+    ],
+)
+def test_last_modified_is_an_rfc_3339_date_time(modified: str, valid: bool) -> None:
+    for row in (
+        Resource(uri="notes://one", name="one", text="x", annotations={"lastModified": modified}),
+        ResourceTemplate(
+            name="n", uri_template="n://{t}", text="x", annotations={"lastModified": modified}
+        ),
+    ):
+        if valid:
+            row.full_clean()
+        else:
+            assert (
+                "'lastModified' must be an RFC 3339 date-time" in (errors_of(row)["annotations"][0])
+            )
+
+
 # -- prompts -------------------------------------------------------------------------------
 
 
@@ -249,6 +293,10 @@ def test_prompt_and_its_inline_rows() -> None:
     argument.full_clean()
     argument.save()
     assert "Use letters, digits" in errors_of(PromptArgument(prompt=prompt, name="1x"))["name"][0]
+    # Django's templates refuse a variable starting with "_": no message could use it.
+    assert (
+        "starting with a letter" in errors_of(PromptArgument(prompt=prompt, name="_x"))["name"][0]
+    )
     assert "already exists" in str(errors_of(PromptArgument(prompt=prompt, name="topic")))
     PromptMessage(prompt=prompt, text="About {{ topic }}").full_clean()
     PromptMessage(prompt=prompt, resource_uri="notes://{{ topic }}").full_clean()

@@ -571,3 +571,16 @@ def test_templates_of_one_shape_differ_only_in_their_variables_names(
     first: str, second: str, same: bool
 ) -> None:
     assert (rows.template_shape(first) == rows.template_shape(second)) is same
+
+
+def test_of_two_template_rows_of_one_shape_the_first_is_listed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Saved without the form's check (an ORM script, or rows enabled together).
+    ResourceTemplate.objects.create(name="a", uri_template="notes://{a}", text="a:{{ a }}", order=1)
+    ResourceTemplate.objects.create(name="b", uri_template="notes://{b}", text="b:{{ b }}", order=2)
+    with caplog.at_level(logging.WARNING, logger="mcp_app"):
+        listed = servers["default"].catalog().templates
+    names = [template.name for template in listed]
+    assert "a" in names and "b" not in names
+    assert "is shadowed by a definition listed before it" in caplog.text
