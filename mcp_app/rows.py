@@ -324,26 +324,31 @@ def forget_generations(server: str | None = None) -> None:
 def generation(server_name: str) -> int:
     """The server's row generation: changes with every committed edit of its rows.
 
-    One indexed query when this process does not know it already (``mcp_app.recent``); ``0``
-    before any edit. Inside a transaction that has edited the server's rows, a unique
-    negative number instead, so a catalog built from uncommitted rows is never mistaken for
-    the committed one, whether the transaction commits or not.
+    One indexed query when this process does not know it already (``mcp_app.recent``), and
+    inside a transaction, which reads its own snapshot; ``0`` before any edit. Inside a
+    transaction that has edited the server's rows, a unique negative number instead, so a
+    catalog built from uncommitted rows is never mistaken for the committed one, whether the
+    transaction commits or not.
     """
     from .models import CatalogGeneration
 
     alias = router.db_for_write(CatalogGeneration)
     connection = connections[alias]
+    rows = CatalogGeneration.objects.using(alias).filter(server=server_name)
     if connection.in_atomic_block:
         edits = _live_edits(connection, server_name)
         if edits is not None:
             return -edits.version
+        # The transaction may read a snapshot older than the generation this process knows
+        # (REPEATABLE READ, SQLite): the rows it loads must be keyed by the generation of
+        # that snapshot, never by a newer one, or their catalog would pass for current.
+        return next(iter(rows.values_list("value", flat=True)[:1]), 0)
     known = _known.get(server_name)
     if known is not None:
         return known
     # Another process's edit is announced on the lists channel before its clients hear of it.
     _known.watch(channel_name(server_name, "lists"), lambda message: server_name)
     epoch = _known.epoch()
-    rows = CatalogGeneration.objects.using(alias).filter(server=server_name)
     value = next(iter(rows.values_list("value", flat=True)[:1]), 0)
     _known.store(server_name, value, epoch)
     return value

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.db import connection
+from django.db import connection, transaction
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
@@ -194,11 +194,32 @@ def test_uncommitted_edits_get_their_own_generations(server: Server) -> None:
     assert rows.generation("default") >= 0
 
 
+@pytest.mark.django_db(transaction=True)
 def test_a_known_generation_is_read_once() -> None:
     with CaptureQueriesContext(connection) as queries:
         first = rows.generation("known")
         assert rows.generation("known") == first
     assert len(queries) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_inside_a_transaction_the_generation_is_its_snapshots() -> None:
+    server = Server("snapshot")
+    try:
+        Tool.objects.create(server="snapshot", name="old", handler="template", config={})
+        seen = rows.generation("snapshot")
+        # This process has heard of an edit that a transaction's older snapshot (REPEATABLE
+        # READ, SQLite) does not show yet.
+        rows._known.store("snapshot", seen + 1, rows._known.epoch())
+        assert rows.generation("snapshot") == seen + 1
+        with transaction.atomic():
+            assert rows.generation("snapshot") == seen
+            inside = server.catalog()
+        # What the transaction built is keyed by its snapshot's generation: not taken for
+        # the newer one.
+        assert server.catalog() is not inside
+    finally:
+        servers.pop("snapshot", None)
 
 
 def _bump_unseen(server: str) -> None:
