@@ -952,7 +952,37 @@ def _before_access_delete(
         for model in row_models
         for server in _servers_of(model, field, instance, using)
     }
+    for model in row_models:
+        _close_orphans(model, field, instance, using)
     instance.__dict__[_PENDING_SERVERS] = found
+
+
+def _close_orphans(model: type[Definition], field: str, instance: Any, using: str) -> None:
+    """Disable the enabled rows that ``instance`` alone restricts: without it they would be
+    open to everyone, which nobody chose. Their saves are part of the deletion's transaction."""
+    from django.db.models import Count
+
+    other = "permissions" if field == "groups" else "groups"
+    rows = model._default_manager.using(using)
+    named = rows.filter(**{field: instance}, enabled=True).values("pk")
+    # Counted over all of a row's groups and permissions (a filter on the same relation
+    # would count only the one deleted).
+    orphans = (
+        rows.filter(pk__in=named)
+        .annotate(_restricting=Count(field, distinct=True), _others=Count(other, distinct=True))
+        .filter(_restricting=1, _others=0)
+    )
+    for row in orphans:
+        logger.warning(
+            "%s %r was restricted to %s %r alone, which is deleted: the row is disabled rather "
+            "than opened to everyone.",
+            model._meta.verbose_name,
+            str(row),
+            field[:-1],
+            str(instance),
+        )
+        row.enabled = False
+        row.save(update_fields=["enabled", "updated"])
 
 
 def _after_access_delete(sender: Any, instance: Any, using: str, **kwargs: Any) -> None:

@@ -753,12 +753,45 @@ def test_orm_edits_of_access_reach_the_catalog_at_once(mcp: Any, staff: Group) -
     assert "row-tool" in names(anonymous)
 
 
-def test_deleting_a_rows_only_group_makes_it_public_everywhere(staff: Group) -> None:
-    tool_row().groups.add(staff)
-    anonymous = MCPClient(guarded)
-    assert "row-tool" not in names(anonymous)
-    staff.delete()  # no m2m signal: the deletion itself moves the generation
-    assert "row-tool" in names(anonymous)
+def test_deleting_a_rows_only_group_disables_it_rather_than_opening_it(
+    staff: Group, caplog: pytest.LogCaptureFixture
+) -> None:
+    alone = tool_row()
+    alone.groups.add(staff)
+    shared = tool_row("shared-tool")
+    shared.groups.add(staff, Group.objects.create(name="ops"))
+    member = make_user("ada", staff)
+    admin_ = make_user("root", is_superuser=True)
+    assert "row-tool" in names(MCPClient(guarded, user=admin_))
+    with caplog.at_level("WARNING", logger="mcp_app"):
+        staff.delete()  # no m2m signal: the deletion itself moves the generation
+    assert "restricted to group 'staff' alone" in caplog.text
+    alone.refresh_from_db()
+    assert not alone.enabled and not alone.groups.exists()
+    # Nobody gets it, not even those who could before, until someone decides.
+    for user in (None, member, admin_):
+        assert "row-tool" not in names(MCPClient(guarded, user=user))
+    # A row another group still restricts stays enabled, for that group.
+    shared.refresh_from_db()
+    assert shared.enabled
+    assert "shared-tool" not in names(MCPClient(guarded))
+
+
+def test_deleting_a_permission_disables_the_rows_it_alone_restricted() -> None:
+    from django.contrib.contenttypes.models import ContentType
+
+    permission = Permission.objects.create(
+        codename="use_vault",
+        name="Can use the vault",
+        content_type=ContentType.objects.get_for_model(Tool),
+    )
+    row = tool_row()
+    row.permissions.add(permission)
+    public = tool_row("open-tool")
+    permission.delete()
+    row.refresh_from_db()
+    public.refresh_from_db()
+    assert (row.enabled, public.enabled) == (False, True)
 
 
 def test_a_restyling_row_narrows_a_code_tool_and_never_widens_it(mcp: Any, staff: Group) -> None:
