@@ -108,7 +108,7 @@ def start(
     runner = _Runner(endpoint, task, tool, work, ctx, params)
     # Started once the row is there for the runner's own connection to see.
     transaction.on_commit(runner.start, using=router.db_for_write(Task), robust=True)
-    return wire.created(_task_fields(task))
+    return wire.created(_task_fields(task, task.status))
 
 
 def owned(server: str, caller: str, task_ids: list[str]) -> list[str]:
@@ -125,7 +125,13 @@ def owned(server: str, caller: str, task_ids: list[str]) -> list[str]:
 def _announce(endpoint: Endpoint, task_id: str, **extra: Any) -> None:
     """Publish the task as it is now, for listen streams that follow it (and ``extra`` for
     the process running it)."""
-    task = _rows(task_id).first()
+    try:
+        task = _rows(task_id).first()
+    except Exception:
+        # News of a change the row already holds: the database failing to read it back must
+        # not fail the work that made it (a poll reads the row).
+        logger.exception("Could not read task %s to announce it", task_id)
+        return
     if task is not None:
         _tell(endpoint, task_id, {**extra, "task": detailed(task)})
 
@@ -137,10 +143,10 @@ def clean() -> int:
     return int(Task.objects.filter(expires__lte=timezone.now()).delete()[0])
 
 
-def _task_fields(task: Task) -> JSON:
+def _task_fields(task: Task, status: str) -> JSON:
     return wire.task_fields(
         task.id,
-        task.status,
+        status,
         task.created,
         task.updated,
         task.ttl_ms,
@@ -152,8 +158,11 @@ def _task_fields(task: Task) -> JSON:
 def detailed(task: Task) -> JSON:
     """What ``tasks/get`` answers: the task and what its status carries."""
     pending = {k: v for k, v in (task.input_requests or {}).items() if k not in task.answers}
+    # Every request answered, the work not yet resumed (within WAKE_SECONDS): working again
+    # as far as the client can tell, since input_required always names what it waits for.
+    status = wire.WORKING if task.status == wire.INPUT_REQUIRED and not pending else task.status
     return wire.detailed(
-        _task_fields(task), input_requests=pending, result=task.result, error=task.error
+        _task_fields(task, status), input_requests=pending, result=task.result, error=task.error
     )
 
 
@@ -187,9 +196,10 @@ def handle(endpoint: Endpoint, method: str, params: Mapping[str, Any], ctx: Requ
         raise wire.unknown_task(task_id)
     if task.status in _OPEN and task.lease_until is not None and task.lease_until <= timezone.now():
         ended = InternalError("The process running the task ended before it finished")
-        _finish(
+        if _finish(
             mine, wire.FAILED, error=ended.to_error(), message="The process running the task ended"
-        )
+        ):
+            _announce(endpoint, task_id)
         task.refresh_from_db()
     return detailed(task)
 
@@ -383,7 +393,11 @@ class _Runner:
                 .filter(status=wire.INPUT_REQUIRED)
                 .update(status=wire.WORKING, input_requests={}, answers={}, updated=timezone.now())
             )
+            if resumed:
+                self.ctx.input_responses = {wire.handler_key(k): answers[k] for k in waiting}
+                _announce(self.endpoint, self.task_id)
         except Exception as exc:
+            # Whatever fails here ends the task: a runner left busy is never ended or failed.
             self.endpoint.report(exc, self.ctx)
             self.busy = False
             self.end(wire.FAILED, InternalError("Internal error").to_error())
@@ -394,8 +408,6 @@ class _Runner:
             self.end(wire.CANCELLED)
             _let_go_of_connections()
             return
-        self.ctx.input_responses = {wire.handler_key(k): answers[k] for k in waiting}
-        _announce(self.endpoint, self.task_id)
         self._round()
 
     def end(self, status: str, payload: JSON | None = None) -> None:

@@ -466,6 +466,59 @@ def test_a_task_whose_process_stopped_vouching_for_it_is_failed() -> None:
     assert get(task_id)["result"]["status"] == "failed"
 
 
+def test_a_task_failed_for_want_of_its_lease_is_announced() -> None:
+    from mcp_app.testing import MCPClient
+
+    client = MCPClient(jobs, capabilities=FOLLOWS)
+    task_id = start("gated")
+    Task.objects.filter(pk=task_id).update(lease_until=timezone.now() - timedelta(seconds=1))
+    got = client.listen({"taskIds": [task_id]}, count=1, during=lambda: get(task_id))
+    [sent] = got["notifications"]
+    assert sent["params"]["status"] == "failed"
+    gate.set()
+
+
+def test_a_task_whose_every_request_is_answered_is_working_until_it_resumes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from mcp_app.delivery import backend
+
+    task_id = start("two-at-once")
+    until(task_id, lambda t: t["status"] == "input_required")
+    # The news of the answers has not reached the process running the task yet.
+    monkeypatch.setattr(backend(), "publish", lambda channel, message: None)
+    update(task_id, {"1.a": {"action": "decline"}, "1.b": {"action": "decline"}})
+    got = get(task_id)["result"]
+    # input_required always names what it waits for: with nothing left, the task is working.
+    assert (got["status"], got.get("inputRequests")) in [("working", None), ("completed", None)]
+    assert terminal(task_id)["status"] == "completed"
+
+
+def test_a_database_error_while_resuming_fails_the_task_rather_than_leaving_it_working(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from django.db import OperationalError
+
+    from mcp_app import tasks
+
+    task_id = start("two-at-once")
+    until(task_id, lambda t: t["status"] == "input_required")
+    real = tasks._announce
+    armed = threading.Event()
+
+    def flaky(endpoint: Any, announced: str, **extra: Any) -> None:
+        if armed.is_set() and threading.current_thread().name == "mcp-call":
+            armed.clear()
+            raise OperationalError("server closed the connection unexpectedly")
+        real(endpoint, announced, **extra)
+
+    monkeypatch.setattr(tasks, "_announce", flaky)
+    armed.set()
+    update(task_id, {"1.a": {"action": "decline"}, "1.b": {"action": "decline"}})
+    assert terminal(task_id)["status"] == "failed"
+    assert task_id not in tasks.running()
+
+
 # -- the wire ----------------------------------------------------------------------------------------
 
 

@@ -67,6 +67,26 @@ def test_results_exceptions_and_context_reach_the_caller() -> None:
         NAME.reset(token)
 
 
+def test_a_task_that_raises_leaves_its_thread_serving(caplog: pytest.LogCaptureFixture) -> None:
+    pool = Workers()
+    first = submit(pool, threading.get_ident).result(5)
+    deadline = time.monotonic() + 5
+    while pool.idle < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+    def broken() -> None:
+        raise RuntimeError("a task that reports nothing")
+
+    pool.run(broken)
+    deadline = time.monotonic() + 5
+    while pool.idle < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    # The same thread, back in the pool, serves the next task.
+    assert submit(pool, threading.get_ident).result(5) == first
+    assert pool.started == 1
+    assert "A task on an MCP call thread failed" in caplog.text
+
+
 def test_an_idle_thread_ends(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(module, "IDLE_SECONDS", 0.05)
     pool = Workers()

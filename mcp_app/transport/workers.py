@@ -69,7 +69,12 @@ class _Thread:
                 continue
             if task is None:
                 return
-            task()
+            try:
+                task()
+            except Exception:
+                # A task reports its own outcome; one that fails to must not end the thread
+                # the pool counts on.
+                logger.exception("A task on an MCP call thread failed")
             del task
             self.pool._idle(self)
 
