@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias
 
@@ -148,10 +148,14 @@ class JSONSchemaValidator(Validator):
         """As ``problems``, for the schema whose canonical text (``canonical()``) is ``key``:
         for a schema that does not change, keyed once rather than on every call."""
         compiled, quick = self._compiled(key)
-        if quick is not None and quick(instance):
-            return []
         try:
+            if quick is not None and quick(instance):
+                return []
             errors = sorted(compiled.iter_errors(instance), key=_relevance)
+        except ArithmeticError as error:
+            # A value the checks cannot compute with (an integer too large for a float
+            # ``multipleOf``): the client's value, not the schema, is at fault.
+            return [Problem("", f"the value cannot be checked against the schema: {error}")]
         except RecursionError:
             # A loop reached only through the instance's own values, or a value nested deeper
             # than a recursive schema can follow.
@@ -259,6 +263,26 @@ def _plain(value: object) -> dict[str, Any]:
     raise TypeError(f"{type(value).__name__} is not a JSON type")
 
 
+@functools.cache
+def _formats(cls: Any) -> jsonschema.FormatChecker:
+    """``cls``'s format checker, with every check that fails to run counted as a mismatch: a
+    string that makes ``re.compile`` overflow or recurse is no valid ``regex``, not a fault."""
+    checker = jsonschema.FormatChecker(formats=())
+    for name, (check, raises) in cls.FORMAT_CHECKER.checkers.items():
+        checker.checkers[name] = (_forgiving(check), raises)
+    return checker
+
+
+def _forgiving(check: Callable[[object], bool]) -> Callable[[object], bool]:
+    def checked(instance: object) -> bool:
+        try:
+            return bool(check(instance))
+        except Exception:
+            return False
+
+    return checked
+
+
 def _compile(key: str) -> tuple[Any, Any]:
     """The validator of the schema ``key`` spells, and its quick check (or ``None``)."""
     # Compile from the canonical text, not the caller's object, so that a caller mutating its
@@ -270,7 +294,7 @@ def _compile(key: str) -> tuple[Any, Any]:
     except jsonschema.exceptions.SchemaError as error:
         raise SchemaError(_describe(error), _pointer(error.absolute_path)) from error
     _check_refs(schema)
-    validator = cls(schema, registry=_REGISTRY, format_checker=cls.FORMAT_CHECKER)
+    validator = cls(schema, registry=_REGISTRY, format_checker=_formats(cls))
     # A reference that leads back to itself before reading any of the instance makes every
     # validation recurse without end: found now, on the simplest instance, not on a call.
     try:

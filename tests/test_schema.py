@@ -174,6 +174,20 @@ def test_valid_formats_pass():
     assert validate(schema, {"mail": "a@example.com", "day": "2024-02-29", "ip": "10.0.0.1"}) == []
 
 
+@pytest.mark.parametrize(
+    ("schema", "instance", "expected"),
+    [
+        # Values a check cannot even compute with are the client's fault, not a server error.
+        ({"type": "number", "multipleOf": 0.01}, 10**400, "cannot be checked against the schema"),
+        ({"type": "string", "format": "regex"}, "a{4294967296}", "not a valid regex"),
+        ({"type": "string", "format": "regex"}, "(" * 1000 + ")" * 1000, "not a valid regex"),
+    ],
+)
+def test_a_value_the_checks_cannot_run_on_is_a_problem(schema, instance, expected):
+    [problem] = validate(schema, instance)
+    assert expected in problem.message
+
+
 def test_anyof_descends_to_the_deeper_problem():
     schema = {
         "anyOf": [
