@@ -142,7 +142,28 @@ def test_null_cursor_means_first_page() -> None:
 
 
 def test_empty_listing_is_an_empty_page() -> None:
-    assert make_engine().handle("tools/list", {}, make_ctx(), Catalog(1)) == {"tools": []}
+    # With list_changed, tools may be added later: the capability is offered, the list empty.
+    engine = make_engine(list_changed=True)
+    assert engine.handle("tools/list", {}, make_ctx(), Catalog(1)) == {"tools": []}
+
+
+@pytest.mark.parametrize(
+    "method",
+    [
+        "tools/list",
+        "tools/call",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "prompts/list",
+        "prompts/get",
+    ],
+)
+def test_a_method_of_a_kind_the_server_does_not_offer_is_not_found(method: str) -> None:
+    engine = make_engine()
+    assert engine.options.capabilities(Catalog(1)) == {"logging": {}}
+    with pytest.raises(MethodNotFound, match="this server has no"):
+        engine.handle(method, {}, make_ctx(), Catalog(1))
 
 
 def test_list_pages_carry_the_wire_form() -> None:
@@ -259,15 +280,18 @@ def test_templates_and_resources_paginate_too() -> None:
 # ---------------------------------------------------------------- tools/call: request checks
 
 
+OTHER_TOOL = tool("other", returning(None))
+
+
 @pytest.mark.parametrize("params", [{}, {"name": 5}, {"name": None}])
 def test_call_without_a_string_name_is_invalid_params(params: dict[str, Any]) -> None:
     with pytest.raises(InvalidParams, match="needs a tool 'name'"):
-        make_engine().handle("tools/call", params, make_ctx(), Catalog(1))
+        make_engine().handle("tools/call", params, make_ctx(), Catalog(1, tools=[OTHER_TOOL]))
 
 
 def test_call_of_an_unknown_tool_is_invalid_params_naming_it() -> None:
     with pytest.raises(InvalidParams) as info:
-        call(make_engine(), Catalog(1), "missing")
+        call(make_engine(), Catalog(1, tools=[OTHER_TOOL]), "missing")
     assert info.value.code == INVALID_PARAMS
     assert info.value.message == "Unknown tool: missing"
     assert info.value.data == {"name": "missing"}
@@ -559,7 +583,7 @@ def resource(uri: str, value: Any, mime_type: str | None = None) -> ResourceDef:
 @pytest.mark.parametrize("uri", [None, "", 5])
 def test_read_needs_a_uri(uri: Any) -> None:
     with pytest.raises(InvalidParams, match="needs a 'uri'"):
-        read(Catalog(1), uri)
+        read(Catalog(1, resources=[resource("x://a", "hello", "text/plain")]), uri)
 
 
 def test_text_resource_with_its_mime_type() -> None:
@@ -770,14 +794,14 @@ def test_prompt_arguments_must_be_an_object_of_strings(arguments: Any) -> None:
 
 def test_unknown_prompt_is_invalid_params() -> None:
     with pytest.raises(InvalidParams) as info:
-        get_prompt(Catalog(1), "nope")
+        get_prompt(Catalog(1, prompts=[prompt("p", "x")]), "nope")
     assert info.value.message == "Unknown prompt: nope"
     assert info.value.data == {"name": "nope"}
 
 
 def test_prompt_needs_a_string_name() -> None:
     with pytest.raises(InvalidParams, match="needs a prompt 'name'"):
-        get_prompt(Catalog(1), 3)
+        get_prompt(Catalog(1, prompts=[prompt("p", "x")]), 3)
 
 
 def test_async_prompt_is_awaited() -> None:

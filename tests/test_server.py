@@ -102,7 +102,13 @@ def test_server_name_is_its_server_info_name_unless_overridden() -> None:
         assert custom.options.page_size == 3
         assert custom.options.ttl_ms == 1000
         assert custom.options.cache_scope == "public"
-        assert custom.options.capabilities(custom.catalog()) == {}
+        # Nothing defined, logging off; tools, resources and prompts may still be added and
+        # announced (list_changed), so they are offered.
+        assert custom.options.capabilities(custom.catalog()) == {
+            "tools": {"listChanged": True},
+            "resources": {"subscribe": True, "listChanged": True},
+            "prompts": {"listChanged": True},
+        }
     finally:
         servers.pop("test-server-identity", None)
         servers.pop("test-server-identity-2", None)

@@ -507,7 +507,9 @@ def test_notifications_of_a_request_stream() -> None:
 @routed
 def test_the_first_prompt_of_a_server_reaches_a_listener() -> None:
     c = MCPClient(nested)
-    assert "prompts" not in c.info()["capabilities"]
+    # No prompt yet, but one may be added and announced: the capability is offered.
+    assert c.info()["capabilities"]["prompts"] == {"listChanged": True}
+    assert c.list_prompts()["prompts"] == []
 
     def add_the_first_prompt() -> None:
         nested.add_prompt(lambda arguments, context: "hi", name="first-prompt")
@@ -523,7 +525,8 @@ def test_the_first_prompt_of_a_server_reaches_a_listener() -> None:
 @routed
 def test_a_server_without_resources_yet_honours_resource_subscriptions() -> None:
     c = MCPClient(nested)
-    assert "resources" not in c.info()["capabilities"]
+    assert c.info()["capabilities"]["resources"]["subscribe"] is True
+    assert c.list_resources()["resources"] == []
     got = c.listen(
         {"resourceSubscriptions": ["later://a"]},
         during=lambda: nested.notify_resource_updated("later://a"),
@@ -918,8 +921,10 @@ def test_listen_on_the_get_stream(version: str) -> None:
         )
     finally:
         watched.remove_tool(name)
-    # The server has no prompts, so its capabilities promise no prompts/list_changed.
-    assert got["acknowledged"] == {"notifications": {"toolsListChanged": True}}
+    # The server has no prompts yet; its capabilities promise their list_changed all the same.
+    assert got["acknowledged"] == {
+        "notifications": {"toolsListChanged": True, "promptsListChanged": True}
+    }
     assert got["notifications"] == [
         {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
     ]

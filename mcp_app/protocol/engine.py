@@ -71,19 +71,28 @@ class ServerOptions:
                 info[key] = value
         return info
 
+    def offers(self, kind: str, catalog: Catalog) -> bool:
+        """Whether the ``tools``, ``resources`` or ``prompts`` capability is advertised: when
+        something of the kind is defined, or (``list_changed``) may be added and announced."""
+        if self.list_changed:
+            return True
+        if kind == "resources":
+            return bool(catalog.resources or catalog.templates)
+        return bool(catalog.tools if kind == "tools" else catalog.prompts)
+
     def capabilities(self, catalog: Catalog) -> JSON:
         """Capabilities as they follow from what is defined."""
         caps: JSON = {}
-        if catalog.tools:
+        if self.offers("tools", catalog):
             caps["tools"] = {"listChanged": True} if self.list_changed else {}
-        if catalog.resources or catalog.templates:
+        if self.offers("resources", catalog):
             res: JSON = {}
             if self.subscribe:
                 res["subscribe"] = True
             if self.list_changed:
                 res["listChanged"] = True
             caps["resources"] = res
-        if catalog.prompts:
+        if self.offers("prompts", catalog):
             caps["prompts"] = {"listChanged": True} if self.list_changed else {}
         if catalog.can_complete:
             caps["completions"] = {}
@@ -172,6 +181,10 @@ class Engine:
             raise MethodNotFound(f"Method not found: {method}") from None
         if method == "completion/complete" and not catalog.can_complete:
             raise MethodNotFound("Method not found: completion/complete (nothing can complete)")
+        kind = method.partition("/")[0]
+        if kind != "completion" and not self.options.offers(kind, catalog):
+            # A method behind a capability the server does not advertise.
+            raise MethodNotFound(f"Method not found: {method} (this server has no {kind})")
         return method_handler(params, ctx, catalog)
 
     # -- listing -------------------------------------------------------------------------
