@@ -7,10 +7,31 @@ from typing import Any
 
 import pytest
 from django.test import Client, override_settings
+from django.urls import path
 
+from mcp_app import Server, elicit, input_required
 from tests.conftest import MODERN, modern_request, sse_messages
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+cached = Server("http-cached", ttl_ms=60_000, cache_scope="public", rows=False)
+
+
+@cached.resource("form://name", name="name-form", mime_type="text/plain")
+def name_form(context: Any) -> Any:
+    answer = context.input_response("name")
+    if not isinstance(answer, dict):
+        form = {"type": "object", "properties": {"name": {"type": "string"}}}
+        return input_required({"name": elicit("Name?", form)})
+    return f"Hello, {answer['content']['name']}"
+
+
+@cached.resource("plain://a", name="plain", mime_type="text/plain")
+def plain(context: Any) -> str:
+    return "a"
+
+
+urlpatterns = [path("cached/mcp", cached.urls)]
 
 
 def post(client: Client, body: Any, headers: dict[str, str], path: str = "/mcp") -> Any:
@@ -297,3 +318,51 @@ def test_a_progress_token_is_a_string_or_an_integer(client: Client, token: Any) 
         assert response.status_code == 400
         assert response.json()["error"]["code"] == -32602
         assert "progressToken" in response.json()["error"]["message"]
+
+
+@pytest.mark.urls(__name__)
+def test_content_read_with_the_callers_input_is_never_cached(client: Client) -> None:
+    body, headers = modern_request("resources/read", {"uri": "plain://a"})
+    shared = post(client, body, headers, path="/cached/mcp").json()["result"]
+    assert (shared["ttlMs"], shared["cacheScope"]) == (60_000, "public")
+    asks = {"elicitation": {}}
+    body, headers = modern_request("resources/read", {"uri": "form://name"}, capabilities=asks)
+    first = post(client, body, headers, path="/cached/mcp").json()["result"]
+    assert first["resultType"] == "input_required"
+    answer = {"action": "accept", "content": {"name": "Ada"}}
+    retries = [{"inputResponses": {"name": answer}}]
+    if "requestState" in first:
+        retries.append({"inputResponses": {"name": answer}, "requestState": first["requestState"]})
+    for extra in retries:
+        body, headers = modern_request(
+            "resources/read", {"uri": "form://name", **extra}, capabilities=asks
+        )
+        result = post(client, body, headers, path="/cached/mcp").json()["result"]
+        assert result["contents"][0]["text"] == "Hello, Ada"
+        assert (result["ttlMs"], result["cacheScope"]) == (0, "private")
+
+
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [("tools/call", {}), ("tools/call", {"name": 5}), ("resources/read", {"uri": None})],
+)
+def test_a_named_method_without_its_name_is_invalid_params(
+    client: Client, method: str, params: dict[str, Any]
+) -> None:
+    body, headers = modern_request(method, params)
+    headers.pop("Mcp-Name")
+    response = post(client, body, headers)
+    # Malformed, not a header out of step (-32020 would have the client list again).
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == -32602
+
+
+@pytest.mark.parametrize("request_id", [{"x": 1}, 1.5, True, [1]])
+def test_arguments_too_large_answer_no_id_that_is_not_one(client: Client, request_id: Any) -> None:
+    body, headers = modern_request(
+        "tools/call", {"name": "add", "arguments": {"numbers": [1] * 200}}, request_id=request_id
+    )
+    with override_settings(MCP_APP={"MAX_ARGUMENTS_BYTES": 100}):
+        response = post(client, body, headers)
+    assert response.status_code == 413
+    assert "id" not in response.json()  # no id to answer to, as for any unreadable request

@@ -203,6 +203,10 @@ def parse(
 
 def _check_name(method: str, params: JSON, headers: Mapping[str, str]) -> None:
     key = NAMED[method]
+    if not isinstance(params.get(key), str):
+        # A malformed request, not a header out of step with its body (which -32020 says,
+        # and a client answers by listing again).
+        raise InvalidParams(f"{method} needs a string 'params.{key}'", http_status=400)
     raw = headers.get("mcp-name")
     if raw is None:
         raise HeaderMismatch(f"Missing required header: Mcp-Name (for {method})")

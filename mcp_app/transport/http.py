@@ -225,8 +225,9 @@ class Endpoint:
                 None, InvalidRequest(f"JSON nested deeper than {depth_limit} levels"), 400
             )
         if len(incoming.body) > conf.MAX_ARGUMENTS_BYTES and arguments_too_large(message):
+            request_id = message.get("id") if isinstance(message, dict) else None
             return error_reply(
-                message.get("id") if isinstance(message, dict) else None,
+                request_id if jsonrpc.valid_id(request_id) else None,
                 InvalidParams(f"Tool arguments over {conf.MAX_ARGUMENTS_BYTES} bytes"),
                 413,
             )
@@ -397,9 +398,11 @@ class Endpoint:
                 result = self.input_required(req, ctx, outcome)
             else:
                 result = self.finish(req.method, outcome, catalog)
-                if req.method == "resources/read" and ("requestState" in req.params):
-                    # Content that took input is particular to this dialogue.
-                    result["ttlMs"] = 0
+                if req.method == "resources/read" and (
+                    "requestState" in req.params or "inputResponses" in req.params
+                ):
+                    # Content that took input is particular to this dialogue and this caller.
+                    result["ttlMs"], result["cacheScope"] = 0, "private"
             status, message = 200, jsonrpc.result_response(req.id, result)
         except ProtocolError as exc:
             status, message = exc.http_status or 200, jsonrpc.error_response(req.id, exc)
