@@ -4,8 +4,8 @@
 # E004 ALLOWED_ORIGINS not a list, E005 REQUEST_STATE_MAX_AGE_MS not positive, E006 an
 # authentication, permission or throttle class that cannot be used, E007 a VALIDATOR,
 # SESSION_STORE or DELIVERY_BACKEND that cannot be used, E008 a malformed RESOURCE_METADATA,
-# E009 a number that is not positive, E010 a switch that is not a bool, E011 malformed
-# REQUIRED_SCOPES.
+# E009 a number that is not positive (or too large to add to a date), E010 a switch that is
+# not a bool, E011 malformed REQUIRED_SCOPES, E012 a DATABASE_ALIAS that is not a database.
 #
 # Deployment warnings (check --deploy): W001 the key signing requestState is missing or
 # insecure, W002 no allowed origins with DEBUG off, W003 "*" among the allowed origins, W004 an
@@ -48,7 +48,11 @@ NUMBERS = (
 ZERO_ALLOWED = {
     "AUDIT_FLUSH_SECONDS": "to write each audit row in the request's thread",
     "RECHECK_SECONDS": "to read the catalog's generation and sessions on every call",
+    "DELIVERY_REORDER_SECONDS": "to wait for no row that commits out of order",
 }
+#: The longest duration, in seconds, that dates can be offset by (about 300 years): a longer
+#: time to live or retention would overflow the datetime it is added to.
+LONGEST_SECONDS = 10**10
 SWITCHES = (
     "VALIDATE_INPUT",
     "VALIDATE_OUTPUT",
@@ -94,7 +98,8 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         errors.append(Error("MCP_APP['VIEW'] must be 'async' or 'sync'.", id="mcp_app.E003"))
     if not isinstance(raw.get("ALLOWED_ORIGINS", []), list | tuple):
         errors.append(Error("MCP_APP['ALLOWED_ORIGINS'] must be a list.", id="mcp_app.E004"))
-    if _number(lambda: conf.REQUEST_STATE_MAX_AGE_MS) is None:
+    max_age = raw.get("REQUEST_STATE_MAX_AGE_MS")
+    if isinstance(max_age, bool) or _number(lambda: conf.REQUEST_STATE_MAX_AGE_MS) is None:
         errors.append(
             Error("MCP_APP['REQUEST_STATE_MAX_AGE_MS'] must be positive.", id="mcp_app.E005")
         )
@@ -104,7 +109,22 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     errors += _check_scopes(raw)
     errors += _check_numbers(raw)
     errors += _check_switches(raw)
+    errors += _check_alias(raw)
     return errors
+
+
+def _check_alias(raw: dict[str, Any]) -> list[CheckMessage]:
+    from django.conf import settings
+
+    alias = raw.get("DATABASE_ALIAS", "default")
+    if isinstance(alias, str) and alias in settings.DATABASES:
+        return []
+    return [
+        Error(
+            f"MCP_APP['DATABASE_ALIAS'] is {alias!r}, which is not a key of DATABASES.",
+            id="mcp_app.E012",
+        )
+    ]
 
 
 # -- E006: DRF classes -------------------------------------------------------------------
@@ -140,15 +160,15 @@ def _check_drf_classes(raw: dict[str, Any]) -> list[CheckMessage]:
 
 def _drf_class_problem(setting: str, path: str) -> str | None:
     """Why the DRF class at ``path`` cannot serve, or ``None``: it imports and instantiates."""
-    from django.core.exceptions import ImproperlyConfigured
 
     cls, problem = _import(path)
     if cls is None:
         return problem
     try:
-        # DRF builds one per request without arguments; a throttle without a rate fails here.
+        # DRF builds one per request without arguments; a throttle without a rate fails here
+        # (a malformed rate such as "60/" with an IndexError of DRF's parser).
         instance = cls()
-    except (ImproperlyConfigured, TypeError, ValueError, KeyError) as exc:
+    except Exception as exc:
         return f"{type(exc).__name__}: {exc}"
     if setting == "THROTTLE_CLASSES":
         from rest_framework.throttling import ScopedRateThrottle
@@ -273,7 +293,9 @@ def _number(read: Any) -> float | None:
         value = read()
     except (TypeError, ValueError, OverflowError):
         return None
-    return value if isinstance(value, int | float) and value > 0 else None
+    if not isinstance(value, int | float) or not 0 < value < math.inf:
+        return None
+    return value
 
 
 def _check_numbers(raw: dict[str, Any]) -> list[CheckMessage]:
@@ -285,9 +307,20 @@ def _check_numbers(raw: dict[str, Any]) -> list[CheckMessage]:
         value = None if isinstance(raw[name], bool) else _number(lambda n=name: getattr(conf, n))
         if value is None:
             errors.append(Error(f"MCP_APP['{name}'] must be a positive number.", id="mcp_app.E009"))
+        elif name.endswith("_SECONDS") and value > LONGEST_SECONDS:
+            errors.append(
+                Error(
+                    f"MCP_APP['{name}'] must be at most {LONGEST_SECONDS} seconds.",
+                    id="mcp_app.E009",
+                )
+            )
     if raw.get("AUDIT_RETENTION_DAYS") is not None:
         days = raw["AUDIT_RETENTION_DAYS"]
-        if isinstance(days, bool) or not isinstance(days, int) or days <= 0:
+        if (
+            isinstance(days, bool)
+            or not isinstance(days, int)
+            or not 0 < days * 86400 <= LONGEST_SECONDS
+        ):
             errors.append(
                 Error(
                     "MCP_APP['AUDIT_RETENTION_DAYS'] must be a positive number of days, or "
@@ -302,7 +335,7 @@ def _check_numbers(raw: dict[str, Any]) -> list[CheckMessage]:
             seconds = None if isinstance(raw[name], bool) else float(getattr(conf, name))
         except (TypeError, ValueError, OverflowError):
             seconds = None
-        if seconds is None or not math.isfinite(seconds) or seconds < 0:
+        if seconds is None or not 0 <= seconds <= LONGEST_SECONDS:
             errors.append(
                 Error(
                     f"MCP_APP['{name}'] must be a number of seconds, or 0 {zero}.",

@@ -59,7 +59,7 @@ def test_non_list_allowed_origins_is_e004(origins: Any) -> None:
     assert ids({"ALLOWED_ORIGINS": origins}) == ["mcp_app.E004"]
 
 
-@pytest.mark.parametrize("age", [0, -1])
+@pytest.mark.parametrize("age", [0, -1, True, float("inf")])
 def test_non_positive_request_state_age_is_e005(age: int) -> None:
     assert ids({"REQUEST_STATE_MAX_AGE_MS": age}) == ["mcp_app.E005"]
 
@@ -105,6 +105,11 @@ class NotAPermission:
     pass
 
 
+class BadRate(SimpleRateThrottle):
+    # DRF's parser fails on it with an IndexError, not an ImproperlyConfigured.
+    rate = "60/"
+
+
 @pytest.mark.parametrize(
     "value",
     [
@@ -132,6 +137,7 @@ def test_usable_drf_classes_pass(value: Any) -> None:
         ({"PERMISSION_CLASSES": ["no_such_module.Perm"]}, "does not import"),
         ({"PERMISSION_CLASSES": [f"{__name__}.NotAPermission"]}, "no has_permission() method"),
         ({"THROTTLE_CLASSES": [f"{__name__}.NoRate"]}, "ImproperlyConfigured"),
+        ({"THROTTLE_CLASSES": [f"{__name__}.BadRate"]}, "IndexError"),
         (
             {"THROTTLE_CLASSES": ["rest_framework.throttling.ScopedRateThrottle"]},
             "DEFAULT_THROTTLE_RATES']['mcp']",
@@ -260,14 +266,27 @@ def test_malformed_required_scopes_are_e011(scopes: Any) -> None:
         {"SESSION_IDLE_SECONDS": True},
         {"AUDIT_RETENTION_DAYS": 0},
         {"AUDIT_RETENTION_DAYS": "30"},
+        # Numbers no duration can be: not finite, or past what a date can be offset by.
+        {"KEEPALIVE_SECONDS": float("inf")},
+        {"TASK_TTL_SECONDS": 10**12},
+        {"AUDIT_RETENTION_DAYS": 10**9},
+        {"RECHECK_SECONDS": float("nan")},
+        {"DELIVERY_REORDER_SECONDS": "5s"},
+        {"DELIVERY_REORDER_SECONDS": -3},
     ],
 )
 def test_numbers_that_are_not_positive_are_e009(value: Any) -> None:
     assert ids(value) == ["mcp_app.E009"]
 
 
+@pytest.mark.parametrize("alias", ["nope", None, 3])
+def test_a_database_alias_that_is_no_database_is_e012(alias: Any) -> None:
+    assert ids({"DATABASE_ALIAS": alias}) == ["mcp_app.E012"]
+
+
 def test_numbers_conf_reads_pass() -> None:
     assert ids({"MAX_BODY_BYTES": "1000", "KEEPALIVE_SECONDS": 0.5, "MAX_JSON_DEPTH": 8}) == []
+    assert ids({"DELIVERY_REORDER_SECONDS": 0, "TASK_TTL_SECONDS": 86400 * 365}) == []
 
 
 @pytest.mark.parametrize(
