@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import functools
+import logging
 import secrets
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +15,8 @@ from .conf import conf
 from .delivery import tell
 from .protocol.modern import visible_ascii
 from .transport import sse
+
+logger = logging.getLogger("mcp_app")
 
 if TYPE_CHECKING:
     from .server import Server
@@ -85,7 +88,28 @@ WRITE_TIMEOUT = 30.0
 
 
 def _write(session_id: str, stream: str, seq: int, message: JSON, channel: str | None) -> None:
-    _writer.submit(_store, session_id, stream, seq, message, channel).result(WRITE_TIMEOUT)
+    future = _writer.submit(_store, session_id, stream, seq, message, channel)
+    if _in_transaction():
+        # The caller's transaction may hold the write lock the writer needs (SQLite's is the
+        # whole database's): waiting for the write would wait for the caller itself. It is
+        # written once that transaction ends, still in order.
+        future.add_done_callback(_logged)
+        return
+    future.result(WRITE_TIMEOUT)
+
+
+def _in_transaction() -> bool:
+    from django.db import connections, router
+
+    from .models import StreamEvent
+
+    return connections[router.db_for_write(StreamEvent)].in_atomic_block
+
+
+def _logged(future: Future[None]) -> None:
+    error = future.exception()
+    if error is not None:
+        logger.error("Could not keep a stream event for resumption", exc_info=error)
 
 
 def _store(session_id: str, stream: str, seq: int, message: JSON, channel: str | None) -> None:

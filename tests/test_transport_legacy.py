@@ -1602,3 +1602,29 @@ def test_a_log_message_with_a_lone_surrogate_goes_out_through_redis(
     # The stream sends U+FFFD for what UTF-8 cannot carry; the call still completes.
     assert logs == ["lone \ufffd here"]
     assert tool_text(messages[-1]) == "done"
+
+
+def test_a_handler_that_writes_then_logs_is_not_held_by_its_own_transaction(
+    session: LegacySession, temporary: Callable[..., None]
+) -> None:
+    from django.contrib.auth.models import Group
+
+    def writer(arguments: dict[str, Any], context: Any) -> str:
+        # On SQLite the attempt's transaction now holds the database's write lock, which the
+        # stream events' writer needs too.
+        Group.objects.create(name="written-by-a-tool")
+        context.log("info", "wrote a row")
+        return "done"
+
+    temporary("tool", writer, name="writer_for_tests")
+    started = time.monotonic()
+    response = session.request("tools/call", {"name": "writer_for_tests"}, request_id=3)
+    messages = sse_messages(response)
+    assert time.monotonic() - started < 3
+    assert messages[-1]["result"]["content"][0]["text"] == "done"
+    assert Group.objects.filter(name="written-by-a-tool").exists()
+    # The log message is kept for resumption once the transaction has ended.
+    deadline = time.monotonic() + 5
+    while StreamEvent.objects.filter(message__method="notifications/message").count() < 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
