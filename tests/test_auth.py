@@ -641,6 +641,26 @@ def test_what_a_caller_may_not_use_answers_as_if_it_did_not_exist(mcp: Any, staf
     assert member.complete("briefing", "topic", "b")["completion"]["values"] == ["budget"]
 
 
+@pytest.mark.parametrize("version", ["2026-07-28", "2025-11-25"])
+def test_updates_of_a_resource_the_caller_may_not_read_never_reach_it(
+    staff: Group, version: str
+) -> None:
+    outsider = MCPClient(guarded, user=make_user("eve"), versions=[version])
+    member = MCPClient(guarded, user=make_user("ada", staff), versions=[version])
+    wanted = {"resourceSubscriptions": ["memo://secret", "memo://open"]}
+
+    def both_change() -> None:
+        guarded.notify_resource_updated("memo://secret")
+        guarded.notify_resource_updated("memo://open")
+
+    seen = outsider.listen(wanted, count=1, timeout=3, during=both_change)
+    # Subscribed as to a URI that names nothing (so nothing tells the resource exists), and
+    # told only of the resource it may read.
+    assert [n["params"]["uri"] for n in seen["notifications"]] == ["memo://open"]
+    told = member.listen(wanted, count=2, timeout=3, during=both_change)
+    assert [n["params"]["uri"] for n in told["notifications"]] == ["memo://secret", "memo://open"]
+
+
 def test_the_initialize_era_hides_the_same_definitions(mcp: Any, staff: Group) -> None:
     mcp(AUTHENTICATION_CLASSES=[TOKEN])
     with MCPClient(guarded, versions=["2025-06-18"], headers=token(make_user("alan"))) as client:

@@ -199,6 +199,15 @@ class Engine:
             return definition
         return definition if self.permitted(definition, ctx) else None
 
+    def hides(self, uri: str, ctx: RequestContext, catalog: Catalog) -> bool:
+        """Whether ``uri`` is a resource, or matches a template, that the caller may not read:
+        its updates are not the caller's to hear of."""
+        resource = catalog.resource_map.get(uri)
+        if resource is not None:
+            return self.visible(resource, ctx) is None
+        found = catalog.find_template(uri)
+        return found is not None and self.visible(found[0], ctx) is None
+
     def _page(
         self, kind: str, key: str, params: Mapping[str, Any], catalog: Catalog, ctx: RequestContext
     ) -> JSON:

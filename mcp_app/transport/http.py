@@ -347,6 +347,7 @@ class Endpoint:
             def own_tasks(task_ids: list[str]) -> list[str]:
                 return tasks.owned(self.server.name, request_state.caller_id(user), task_ids)
 
+        ctx = self.context(req, user)
         return Listen(
             self.server,
             req.id,
@@ -354,6 +355,7 @@ class Endpoint:
             options.capabilities(catalog),
             lists_may_change=options.list_changed,
             own_tasks=own_tasks,
+            hidden=lambda uri: self.engine.hides(uri, ctx, catalog),
         )
 
     def discover(self, catalog: Catalog) -> JSON:

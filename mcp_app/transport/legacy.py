@@ -346,6 +346,9 @@ class LegacyEndpoint:
         request_id, method = message["id"], message["method"]
         params = message.get("params") or {}
         try:
+            if method == "resources/subscribe" and self._hidden(params, session, incoming):
+                # Answered as for a URI that names nothing yet, and never subscribed to.
+                return Reply(200, jsonrpc.result_response(request_id, {}))
             simple = self.session_method(method, params, session)
         except ProtocolError as exc:
             return Reply(200, _error(request_id, exc))
@@ -365,6 +368,13 @@ class LegacyEndpoint:
         log = StreamLog(self.server, session.id)
         retry = conf.SSE_RETRY_MS if session.protocol_version >= "2025-11-25" else None
         return Reply(200, call=Call(run, ctx, request_id, log=log, retry_ms=retry))
+
+    def _hidden(self, params: JSON, session: sessions.SessionData, incoming: Incoming) -> bool:
+        uri = params.get("uri")
+        if not isinstance(uri, str):
+            return False
+        ctx = self.context(session, "resources/subscribe", params, incoming.user, incoming.request)
+        return self.engine.hides(uri, ctx, self.server.catalog())
 
     def context(
         self,

@@ -40,11 +40,14 @@ class Listen:
         capabilities: JSON,
         lists_may_change: bool = False,
         own_tasks: Callable[[list[str]], list[str]] | None = None,
+        hidden: Callable[[str], bool] | None = None,
     ) -> None:
         """Listen as ``requested``, for what ``capabilities`` offer; with ``lists_may_change``,
         a list empty now (so not in the capabilities) is listened to as well, since a
         definition added later is announced. ``own_tasks`` (for a client that follows tasks)
-        keeps the requested ``taskIds`` that are the caller's.
+        keeps the requested ``taskIds`` that are the caller's. ``hidden(uri)``: whether the URI
+        is a resource the caller may not read, whose updates it is then never sent (its
+        subscription is acknowledged all the same, as for a URI that names nothing yet).
 
         Raises:
             InvalidParams: the filter is not an object of the documented shape.
@@ -74,7 +77,11 @@ class Listen:
         self.server = server
         self.request_id = request_id
         self.honoured = honoured
-        self._uris = frozenset(honoured.get("resourceSubscriptions", ()))
+        self._uris = frozenset(
+            uri
+            for uri in honoured.get("resourceSubscriptions", ())
+            if hidden is None or not hidden(uri)
+        )
         self._task_channels = frozenset(
             server.channel(f"task:{task_id}") for task_id in honoured.get("taskIds", ())
         )
