@@ -182,6 +182,8 @@ def test_invalid_request(client: Client, body: Any) -> None:
 def test_other_http_methods(client: Client, method: str) -> None:
     response = getattr(client, method)("/mcp")
     assert response.status_code == 405
+    # What the endpoint serves: GET and DELETE with an initialize-era session's header.
+    assert response["Allow"] == "GET, POST, DELETE"
 
 
 @pytest.mark.parametrize(

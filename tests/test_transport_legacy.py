@@ -1258,6 +1258,23 @@ def test_batched_tool_call_answers_without_its_notifications(
     answers = session.post(batch).json()
     assert len(answers) == 1
     assert tool_text(answers[0]) == "Logging test completed: sent 3 info messages."
+    # No stream to resume: none of its events are kept.
+    assert not StreamEvent.objects.filter(session_id=session.id).exists()
+
+
+def test_subscriptions_are_not_served_by_a_server_that_turned_them_off(
+    connect: Callable[..., LegacySession],
+) -> None:
+    from mcp_app.server import servers
+
+    server = servers["default"]
+    session = connect(LATEST)
+    before, server.options.subscribe = server.options.subscribe, False
+    try:
+        answer = session.request("resources/subscribe", {"uri": "memo://a"}).json()
+    finally:
+        server.options.subscribe = before
+    assert answer["error"]["code"] == -32601
 
 
 def test_batch_of_notifications_only_is_202(connect: Callable[..., LegacySession]) -> None:

@@ -205,7 +205,8 @@ class Endpoint:
                 jsonrpc.error_response(
                     None, InvalidRequest(f"{incoming.method} is not served here; POST MCP messages")
                 ),
-                headers={"Allow": "POST"},
+                # GET and DELETE serve initialize-era sessions (with their header).
+                headers={"Allow": "GET, POST, DELETE"},
             )
         if len(incoming.body) > conf.MAX_BODY_BYTES:
             return error_reply(

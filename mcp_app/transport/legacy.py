@@ -421,6 +421,8 @@ class LegacyEndpoint:
             sessions.store().update(session.id, log_level=level)
             return {}
         if method in ("resources/subscribe", "resources/unsubscribe"):
+            if not self.server.options.subscribe:
+                raise MethodNotFound(f"Method not found: {method} (subscriptions are off)")
             uri = params.get("uri")
             if not isinstance(uri, str) or not uri:
                 raise InvalidParams(f"{method} needs a 'uri' (a string)")
@@ -455,6 +457,8 @@ class LegacyEndpoint:
                 answers.append(_error(None, InvalidRequest("Nested batch")))
             elif reply.call is not None:
                 reply.call.ctx.interactive = False
+                # Its answer goes in the batch's array: no stream to resume, no events to keep.
+                reply.call.log = None
                 _status, final = reply.call.run(lambda event: None)
                 answers.append(final.message or {})
             elif reply.body is not None:
