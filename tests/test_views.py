@@ -154,6 +154,41 @@ def test_a_stream_whose_client_reads_nothing_ends_instead_of_growing(
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_listen_stream_the_server_ends_gets_its_final_result(monkeypatch: Any) -> None:
+    import asyncio
+    import json
+
+    from mcp_app.delivery import backend
+    from mcp_app.server import servers
+    from mcp_app.transport import views
+    from mcp_app.transport.listen import Listen
+
+    monkeypatch.setattr(views, "STREAM_BACKLOG_LIMIT", 3)
+    monkeypatch.setattr(views, "STREAM_STALL_SECONDS", 0.0)
+    server = servers["default"]
+    stream = Listen(server, "listen-7", {"toolsListChanged": True}, {}, lists_may_change=True)
+
+    async def unread() -> list[bytes]:
+        chunks = views._listen_chunks(stream)
+        got = [await chunks.__anext__()]  # the acknowledgement
+        for _ in range(10):  # the client reads none of these
+            backend().publish(server.channel("lists"), {"kinds": ["tools"]})
+        got += [chunk async for chunk in chunks]
+        return got
+
+    chunks = asyncio.run(unread())
+    data = [line[6:] for line in chunks[-1].decode().splitlines() if line.startswith("data: ")]
+    assert json.loads(data[0]) == {
+        "jsonrpc": "2.0",
+        "id": "listen-7",
+        "result": {
+            "resultType": "complete",
+            "_meta": {"io.modelcontextprotocol/subscriptionId": "listen-7"},
+        },
+    }
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_burst_that_a_reading_client_works_through_does_not_end_its_stream(
     monkeypatch: Any,
 ) -> None:

@@ -115,6 +115,14 @@ class Listen:
     def backlog(self) -> list[Event]:
         return []
 
+    def ending(self) -> list[Event]:
+        """The listen request's final result, sent when the server ends the stream."""
+        result = {
+            "resultType": "complete",
+            "_meta": {versions.META_SUBSCRIPTION_ID: self.request_id},
+        }
+        return [Event(jsonrpc.result_response(self.request_id, result))]
+
     def notifications(self, channel: str, message: JSON) -> list[Event]:
         """What a delivered message means for this stream (often nothing)."""
         if channel == self.server.channel("lists"):

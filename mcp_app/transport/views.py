@@ -450,7 +450,11 @@ async def _listen_chunks(stream: Stream) -> AsyncGenerator[bytes, None]:
         while True:
             for chunk in chunks:
                 yield chunk
-            if stream.finished or relay.overflowed:
+            if stream.finished:
+                return
+            if relay.overflowed:
+                for chunk in relay.ending():
+                    yield chunk
                 return
             try:
                 chunks = relay.feed(*await relay.items.aget(conf.KEEPALIVE_SECONDS))
@@ -572,6 +576,11 @@ class _ListenRelay:
         self.read_at = time.monotonic()
         return [event.encode() for event in self.stream.notifications(channel, message)]
 
+    def ending(self) -> list[bytes]:
+        """What the stream says when the server ends it (a listen request's final result)."""
+        ending = getattr(self.stream, "ending", None)
+        return [event.encode() for event in ending()] if ending is not None else []
+
 
 # -- ASGI ---------------------------------------------------------------------------------
 
@@ -645,7 +654,10 @@ def _stream_sync_listen(stream: Stream) -> HttpResponseBase:
             chunks = relay.start(stream.backlog())
             while True:
                 yield from chunks
-                if stream.finished or relay.overflowed:
+                if stream.finished:
+                    return
+                if relay.overflowed:
+                    yield from relay.ending()
                     return
                 try:
                     chunks = relay.feed(*relay.items.get(conf.KEEPALIVE_SECONDS))
