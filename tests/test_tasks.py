@@ -564,7 +564,11 @@ def test_task_methods_are_unknown_on_an_initialize_era_session() -> None:
     assert caught.value.code == -32601
     with pytest.raises(MCPClientError) as caught:
         client.call_tool("only-a-task")
-    assert caught.value.code == -32600
+    assert caught.value.code == -32602
+    assert "runs only as a task, which needs 2026-07-28" in caught.value.message
+    # It cannot be called here, so it is not listed here.
+    listed = [tool["name"] for tool in client.list_tools()["tools"]]
+    assert "only-a-task" not in listed and "slow" in listed
     client.close()
 
 

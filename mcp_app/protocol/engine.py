@@ -20,7 +20,6 @@ from .context import RequestContext
 from .jsonrpc import (
     InternalError,
     InvalidParams,
-    InvalidRequest,
     MethodNotFound,
     ProtocolError,
     ResourceNotFound,
@@ -123,6 +122,10 @@ def _decode_cursor(cursor: Any, fingerprint: str) -> int:
     return offset
 
 
+def _not_task_only(tool: Any) -> bool:
+    return bool(tool.task != "required")
+
+
 class Engine:
     """Serves the MCP methods over one catalog snapshot, whichever era asked."""
 
@@ -209,11 +212,19 @@ class Engine:
         return found is not None and self.visible(found[0], ctx) is None
 
     def _page(
-        self, kind: str, key: str, params: Mapping[str, Any], catalog: Catalog, ctx: RequestContext
+        self,
+        kind: str,
+        key: str,
+        params: Mapping[str, Any],
+        catalog: Catalog,
+        ctx: RequestContext,
+        usable: Callable[[Any], bool] | None = None,
     ) -> JSON:
         items = catalog.items(kind)
         if catalog.restricted:
             items = tuple(item for item in items if self.visible(item, ctx) is not None)
+        if usable is not None:
+            items = tuple(item for item in items if usable(item))
         fingerprint = catalog.fingerprints[kind]
         start = 0
         if params.get("cursor") is not None:
@@ -226,7 +237,10 @@ class Engine:
         return result
 
     def tools_list(self, params: Mapping[str, Any], ctx: RequestContext, catalog: Catalog) -> JSON:
-        return self._page("tools", "tools", params, catalog, ctx)
+        if ctx.era == "modern":
+            return self._page("tools", "tools", params, catalog, ctx)
+        # A tool that runs only as a task cannot be called before 2026-07-28: not listed there.
+        return self._page("tools", "tools", params, catalog, ctx, _not_task_only)
 
     def resources_list(
         self, params: Mapping[str, Any], ctx: RequestContext, catalog: Catalog
@@ -280,7 +294,9 @@ class Engine:
                 raise tasks.missing_extension(
                     f"Tool {name} runs only as a task: declare the {tasks.EXTENSION} extension"
                 )
-            raise InvalidRequest(f"Tool {name} runs only as a task, which needs 2026-07-28")
+            raise InvalidParams(
+                f"Tool {name} runs only as a task, which needs 2026-07-28", {"name": name}
+            )
         try:
             value = self._run(tool.handler, tool.is_async, ctx, arguments)
         except ProtocolError:
