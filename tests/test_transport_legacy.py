@@ -1167,6 +1167,12 @@ def test_unanswered_request_times_out_as_an_error_result(
     messages = sse_messages(session.request("tools/call", {"name": "greet"}, request_id=14))
     assert time.monotonic() - started < WAIT
     assert messages[0]["method"] == "elicitation/create"
+    # The client is told its answer is no longer wanted (the lifecycle's timeouts).
+    assert messages[1] == {
+        "jsonrpc": "2.0",
+        "method": "notifications/cancelled",
+        "params": {"requestId": messages[0]["id"], "reason": "The client did not answer in time"},
+    }
     final = messages[-1]
     assert final["id"] == 14 and final["result"]["isError"] is True
     assert "did not answer in time" in tool_text(final)
@@ -1177,10 +1183,13 @@ def test_cancelled_notification_ends_the_waiting_call_promptly(
 ) -> None:
     session = connect(LATEST, {"elicitation": {}})
     reader = session.call_streaming("greet", request_id=15)
-    reader.next_message()
+    asked = reader.next_message()
     started = time.monotonic()
     cancel = session.notify("notifications/cancelled", {"requestId": 15, "reason": "changed mind"})
     assert cancel.status_code == 202
+    withdrawn = reader.next_message(timeout=2.0)
+    assert withdrawn["method"] == "notifications/cancelled"
+    assert withdrawn["params"]["requestId"] == asked["id"]
     final = reader.next_message(timeout=2.0)
     assert time.monotonic() - started < 2.0
     assert final["id"] == 15 and final["result"]["isError"] is True

@@ -535,6 +535,21 @@ class LegacyEndpoint:
             ctx.emit(
                 jsonrpc.request(request_id, request["method"], self.wire_params(request, session))
             )
+        failure = self._answers(ctx, pending, inbox)
+        if failure is not None:
+            # The client may still be asking its user: tell it the answer is no longer wanted.
+            for request_id in pending:
+                cancelled = {"requestId": request_id, "reason": failure}
+                ctx.emit(jsonrpc.notification("notifications/cancelled", cancelled))
+            return failure
+        ctx.state = outcome.state
+        return None
+
+    def _answers(
+        self, ctx: RequestContext, pending: dict[str, str], inbox: queue.Queue[JSON]
+    ) -> str | None:
+        """Wait for the answer to each ``pending`` request (each taken out as it comes); a
+        failure's text, or ``None`` once ``ctx.input_responses`` has every answer."""
         answers: JSON = {}
         deadline = time.monotonic() + conf.INPUT_TIMEOUT_SECONDS
         while pending:
@@ -556,7 +571,6 @@ class LegacyEndpoint:
                 return f"The client refused the request: {error.get('message', 'error')}"
             answers[key] = reply.get("result")
         ctx.input_responses = answers
-        ctx.state = outcome.state
         return None
 
     def wire_params(self, request: JSON, session: sessions.SessionData) -> JSON:
