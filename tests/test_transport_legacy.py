@@ -1654,3 +1654,17 @@ def test_a_handler_that_writes_then_logs_is_not_held_by_its_own_transaction(
     while StreamEvent.objects.filter(message__method="notifications/message").count() < 1:
         assert time.monotonic() < deadline
         time.sleep(0.05)
+
+
+def test_delete_ends_a_resumed_stream_whose_call_runs_nowhere(session: LegacySession) -> None:
+    import mcp_app
+    from mcp_app.events import StreamLog
+
+    # A call that streamed, then its worker went away before it answered.
+    log = StreamLog(mcp_app.site, session.id)
+    progress = {"progressToken": 1, "progress": 1}
+    log.append({"jsonrpc": "2.0", "method": "notifications/progress", "params": progress})
+    reader = session.resume(f"{log.stream}-0")
+    assert reader.next_message()["method"] == "notifications/progress"
+    assert session.client.delete("/mcp", headers=session.headers()).status_code == 200
+    reader.until_end(timeout=5)

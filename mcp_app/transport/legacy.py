@@ -167,7 +167,12 @@ class Resume:
 
     @property
     def channels(self) -> list[str]:
-        return [stream_channel(self.server, self.session_id, self.stream)]
+        # The outbox too: a DELETE ends the session's streams, this one even if its call is
+        # no longer running anywhere to end it.
+        return [
+            stream_channel(self.server, self.session_id, self.stream),
+            self.server.channel(f"outbox:{self.session_id}"),
+        ]
 
     def opening(self) -> list[Event]:
         return []
@@ -192,6 +197,9 @@ class Resume:
         return [event for seq, message in found for event in self._take(seq, message)]
 
     def notifications(self, channel: str, message: JSON) -> list[Event]:
+        if channel == self.server.channel(f"outbox:{self.session_id}"):
+            self.finished = self.finished or bool(message.get("ended"))
+            return []
         return self._take(int(message.get("seq", 0)), message.get("message") or {})
 
 
