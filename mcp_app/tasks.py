@@ -421,12 +421,12 @@ class _Runner:
             status, payload = _kept(self.task_id, status, payload)
             rows = _rows(self.task_id)
             if status == wire.COMPLETED:
-                done = _finish(rows, status, result=payload)
+                done = _persisting(lambda: _finish(rows, status, result=payload))
             elif status == wire.FAILED:
                 message = str((payload or {}).get("message", ""))
-                done = _finish(rows, status, error=payload, message=message)
+                done = _persisting(lambda: _finish(rows, status, error=payload, message=message))
             else:
-                done = _finish(rows, wire.CANCELLED, message="Cancelled")
+                done = _persisting(lambda: _finish(rows, wire.CANCELLED, message="Cancelled"))
             audited: JSON = {"result": payload} if status == wire.COMPLETED else {"error": payload}
             if done:
                 _announce(self.endpoint, self.task_id)
@@ -445,6 +445,23 @@ class _Runner:
             _watcher.remove(self.task_id)
             if self.unsubscribe is not None:
                 self.unsubscribe()
+
+
+#: Pauses between attempts to keep how a task ended: a result is not lost to a database
+#: that is unreachable for a moment (a failover, a restart).
+KEEP_RETRY_SECONDS = (0.5, 2.0, 5.0)
+
+
+def _persisting(write: Callable[[], bool]) -> bool:
+    """``write()``, tried again after each of ``KEEP_RETRY_SECONDS`` while it raises."""
+    for pause in KEEP_RETRY_SECONDS:
+        try:
+            return write()
+        except Exception:
+            logger.warning("Could not keep how a task ended; trying again", exc_info=True)
+            _let_go_of_connections()  # a broken connection is not reused
+            time.sleep(pause)
+    return write()
 
 
 def _kept(task_id: str, status: str, payload: JSON | None) -> tuple[str, JSON | None]:

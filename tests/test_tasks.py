@@ -519,6 +519,29 @@ def test_a_database_error_while_resuming_fails_the_task_rather_than_leaving_it_w
     assert task_id not in tasks.running()
 
 
+def test_a_result_is_kept_through_a_moment_without_the_database(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from django.db import OperationalError
+
+    from mcp_app import tasks
+
+    monkeypatch.setattr(tasks, "KEEP_RETRY_SECONDS", (0.05, 0.05))
+    real = tasks._finish
+    failures = iter([True])
+
+    def flaky(rows: Any, status: str, **fields: Any) -> bool:
+        if status == "completed" and next(failures, False):
+            raise OperationalError("the database restarted")
+        return real(rows, status, **fields)
+
+    monkeypatch.setattr(tasks, "_finish", flaky)
+    task_id = start("slow", {"seconds": 0})
+    done = terminal(task_id)
+    assert done["status"] == "completed"
+    assert done["result"]["content"][0]["text"] == "slept 0"
+
+
 # -- the wire ----------------------------------------------------------------------------------------
 
 
