@@ -147,18 +147,7 @@ def test_empty_listing_is_an_empty_page() -> None:
     assert engine.handle("tools/list", {}, make_ctx(), Catalog(1)) == {"tools": []}
 
 
-@pytest.mark.parametrize(
-    "method",
-    [
-        "tools/list",
-        "tools/call",
-        "resources/list",
-        "resources/templates/list",
-        "resources/read",
-        "prompts/list",
-        "prompts/get",
-    ],
-)
+@pytest.mark.parametrize("method", [m for m in Engine.COMMON if m != "completion/complete"])
 def test_a_method_of_a_kind_the_server_does_not_offer_is_not_found(method: str) -> None:
     engine = make_engine()
     assert engine.options.capabilities(Catalog(1)) == {"logging": {}}
