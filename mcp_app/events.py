@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import secrets
@@ -89,21 +90,39 @@ WRITE_TIMEOUT = 30.0
 
 def _write(session_id: str, stream: str, seq: int, message: JSON, channel: str | None) -> None:
     future = _writer.submit(_store, session_id, stream, seq, message, channel)
-    if _in_transaction():
+    if _may_hold_the_lock():
         # The caller's transaction may hold the write lock the writer needs (SQLite's is the
         # whole database's): waiting for the write would wait for the caller itself. It is
-        # written once that transaction ends, still in order.
+        # written once that transaction ends, still in order; this process's reads of the
+        # stream wait for it (``_written``).
         future.add_done_callback(_logged)
         return
     future.result(WRITE_TIMEOUT)
 
 
-def _in_transaction() -> bool:
+def _may_hold_the_lock() -> bool:
     from django.db import connections, router
 
     from .models import StreamEvent
 
-    return connections[router.db_for_write(StreamEvent)].in_atomic_block
+    connection = connections[router.db_for_write(StreamEvent)]
+    return connection.vendor == "sqlite" and connection.in_atomic_block
+
+
+#: Longest a read of a stream waits for this process's event writes still queued.
+DRAIN_TIMEOUT = 1.0
+
+
+def _written() -> None:
+    """Wait (a little) for the events this process has queued, so a client resuming a stream
+    finds what it was sent."""
+    # On timeout the writer waits on a lock a running call holds: read what is there.
+    with contextlib.suppress(TimeoutError):
+        _writer.submit(_nothing).result(DRAIN_TIMEOUT)
+
+
+def _nothing() -> None:
+    pass
 
 
 def _logged(future: Future[None]) -> None:
@@ -139,6 +158,7 @@ def events_from(session_id: str, stream: str, seq: int) -> list[tuple[int, JSON]
     """
     from .models import StreamEvent
 
+    _written()
     rows = list(
         StreamEvent.objects.filter(session_id=session_id, stream=stream, seq__gte=seq)
         .order_by("seq")
