@@ -14,6 +14,7 @@ from django.db import DataError
 from django.http import Http404
 from rest_framework.authentication import TokenAuthentication
 from rest_framework.exceptions import APIException
+from rest_framework.parsers import BaseParser
 
 from .conf import conf
 
@@ -42,9 +43,24 @@ class EndpointView:
     def __init__(self, server_name: str) -> None:
         self.server_name = server_name
         self.throttle_scope = "mcp"
-        #: ``REQUIRED_SCOPES``, where scope permission classes look for what a token must
-        #: hold (django-oauth-toolkit's ``TokenHasScope`` among them).
-        self.required_scopes = list(conf.REQUIRED_SCOPES)
+        # ``REQUIRED_SCOPES``, where scope permission classes look for what a token must hold
+        # (django-oauth-toolkit's ``TokenHasScope`` among them). Left undefined when none are
+        # set: such a class then refuses to guess, where an empty list would let any token in.
+        if conf.REQUIRED_SCOPES:
+            self.required_scopes = list(conf.REQUIRED_SCOPES)
+
+
+class _Unread(BaseParser):
+    """Lets DRF classes read ``request.POST`` or ``request.data`` (django-oauth-toolkit's
+    authentication does) of a body that is the endpoint's to read: empty, the body untouched."""
+
+    media_type = "*/*"
+
+    def parse(self, stream: Any, media_type: Any = None, parser_context: Any = None) -> Any:
+        return {}
+
+
+_UNREAD = [_Unread()]
 
 
 @functools.lru_cache(maxsize=32)
@@ -89,7 +105,7 @@ def admit(request: Any, server_name: str) -> tuple[Any, Refusal | None]:
             # authenticator looks one up (PostgreSQL refuses a NUL in any query).
             message = "Invalid Authorization header: it holds control characters"
             return None, _unauthorized(request, message, invalid=True)
-        drf_request = Request(request, authenticators=_instances(authenticators))
+        drf_request = Request(request, parsers=_UNREAD, authenticators=_instances(authenticators))
         try:
             user = drf_request.user
         except _REFUSALS as exc:
@@ -106,7 +122,7 @@ def admit(request: Any, server_name: str) -> tuple[Any, Refusal | None]:
     if not permissions and not throttles:
         return user, None
     if drf_request is None:
-        drf_request = Request(request, authenticators=[])
+        drf_request = Request(request, parsers=_UNREAD, authenticators=[])
         drf_request.user = user
     view = EndpointView(server_name)
     authenticated = bool(getattr(user, "is_authenticated", False))
@@ -226,9 +242,9 @@ def _forbidden(request: Any, message: str, scopes: Sequence[str]) -> Refusal:
 
 def _scopes(permission: Any, view: EndpointView) -> list[str]:
     """The scopes a refusing permission asks for: its own ``required_scopes``, or the view's."""
-    scopes = getattr(permission, "required_scopes", None)
+    scopes: Any = getattr(permission, "required_scopes", None)
     if not isinstance(scopes, list | tuple) or not all(isinstance(s, str) for s in scopes):
-        scopes = view.required_scopes
+        scopes = getattr(view, "required_scopes", ())
     return [s for s in scopes if s and not _SCOPE_BREAKER.search(s)]
 
 

@@ -266,14 +266,51 @@ def _check_metadata(raw: dict[str, Any]) -> list[CheckMessage]:
 
 def _check_scopes(raw: dict[str, Any]) -> list[CheckMessage]:
     value = raw.get("REQUIRED_SCOPES", [])
-    if value is None or (_strings(value) and not any(_SCOPE_BREAKER.search(s) for s in value)):
+    if value is not None and not (
+        _strings(value) and not any(_SCOPE_BREAKER.search(s) for s in value)
+    ):
+        return [
+            Error(
+                "MCP_APP['REQUIRED_SCOPES'] must be a list of scope names, without spaces or "
+                "quotes.",
+                id="mcp_app.E011",
+            )
+        ]
+    if value:
         return []
     return [
         Error(
-            "MCP_APP['REQUIRED_SCOPES'] must be a list of scope names, without spaces or quotes.",
+            f"MCP_APP['PERMISSION_CLASSES'] has {path}, which needs the scopes a token must hold.",
+            hint="Name them in MCP_APP['REQUIRED_SCOPES'].",
             id="mcp_app.E011",
         )
+        for path in _strings_or_empty(raw.get("PERMISSION_CLASSES"))
+        if _needs_scopes(path)
     ]
+
+
+def _strings_or_empty(value: Any) -> list[str]:
+    return list(value) if _strings(value) else []
+
+
+def _needs_scopes(path: str) -> bool:
+    """Whether the permission class at ``path`` asks the view for its ``required_scopes`` and
+    refuses one without them (django-oauth-toolkit's ``TokenHasScope``)."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from .auth import EndpointView
+
+    cls, _ = _import(path)
+    get_scopes = getattr(cls, "get_scopes", None) if cls is not None else None
+    if get_scopes is None:
+        return False
+    try:
+        cls().get_scopes(None, EndpointView("default"))
+    except ImproperlyConfigured:
+        return True
+    except Exception:
+        return False  # it needs more than a view to tell: not this check's to judge
+    return False
 
 
 #: What a scope name may not hold: it is sent in a quoted, space-separated challenge parameter.

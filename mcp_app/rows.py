@@ -321,6 +321,17 @@ def forget_generations(server: str | None = None) -> None:
     _known.forget(server)
 
 
+def snapshot_may_lag(connection: Any) -> bool:
+    """Whether a transaction on ``connection`` may read an older state than one committed
+    since it began: SQLite (in WAL mode), and isolation levels above READ COMMITTED (MySQL's
+    default). PostgreSQL's default, READ COMMITTED, reads the latest commit on every query."""
+    if connection.vendor != "postgresql":
+        return True
+    level = (connection.settings_dict.get("OPTIONS") or {}).get("isolation_level")
+    # psycopg's IsolationLevel names it; a level given otherwise is taken as a stricter one.
+    return level is not None and getattr(level, "name", None) != "READ_COMMITTED"
+
+
 def generation(server_name: str) -> int:
     """The server's row generation: changes with every committed edit of its rows.
 
@@ -339,10 +350,11 @@ def generation(server_name: str) -> int:
         edits = _live_edits(connection, server_name)
         if edits is not None:
             return -edits.version
-        # The transaction may read a snapshot older than the generation this process knows
-        # (REPEATABLE READ, SQLite): the rows it loads must be keyed by the generation of
-        # that snapshot, never by a newer one, or their catalog would pass for current.
-        return next(iter(rows.values_list("value", flat=True)[:1]), 0)
+        if snapshot_may_lag(connection):
+            # The transaction may read a snapshot older than the generation this process
+            # knows: the rows it loads must be keyed by the generation of that snapshot, never
+            # by a newer one, or their catalog would pass for current.
+            return next(iter(rows.values_list("value", flat=True)[:1]), 0)
     known = _known.get(server_name)
     if known is not None:
         return known
@@ -952,33 +964,42 @@ def _before_access_delete(
         for model in row_models
         for server in _servers_of(model, field, instance, using)
     }
-    for model in row_models:
-        _close_orphans(model, field, instance, using)
+    # The rows it restricts, to be looked at once it is gone: several groups deleted at once
+    # are each still linked when the first one's pre_delete runs.
+    instance.__dict__[_RESTRICTED_ROWS] = {
+        model: list(
+            model._default_manager.using(using)
+            .filter(**{field: instance}, enabled=True)
+            .values_list("pk", flat=True)
+        )
+        for model in row_models
+    }
     instance.__dict__[_PENDING_SERVERS] = found
 
 
-def _close_orphans(model: type[Definition], field: str, instance: Any, using: str) -> None:
-    """Disable the enabled rows that ``instance`` alone restricts: without it they would be
-    open to everyone, which nobody chose. Their saves are part of the deletion's transaction."""
+#: Where a group or permission being deleted keeps the rows it restricted.
+_RESTRICTED_ROWS = "_mcp_app_restricted_rows"
+
+
+def _close_orphans(model: type[Definition], pks: list[Any], instance: Any, using: str) -> None:
+    """Disable the rows of ``pks`` that the deletion of ``instance`` left with no group and no
+    permission: they would be open to everyone, which nobody chose. Their saves are part of the
+    deletion's transaction."""
     from django.db.models import Count
 
-    other = "permissions" if field == "groups" else "groups"
-    rows = model._default_manager.using(using)
-    named = rows.filter(**{field: instance}, enabled=True).values("pk")
-    # Counted over all of a row's groups and permissions (a filter on the same relation
-    # would count only the one deleted).
     orphans = (
-        rows.filter(pk__in=named)
-        .annotate(_restricting=Count(field, distinct=True), _others=Count(other, distinct=True))
-        .filter(_restricting=1, _others=0)
+        model._default_manager.using(using)
+        .filter(pk__in=pks, enabled=True)
+        .annotate(_groups=Count("groups"), _permissions=Count("permissions"))
+        .filter(_groups=0, _permissions=0)
     )
     for row in orphans:
         logger.warning(
-            "%s %r was restricted to %s %r alone, which is deleted: the row is disabled rather "
-            "than opened to everyone.",
+            "%s %r was restricted by %s %r, which is deleted, and by nothing else: the row is "
+            "disabled rather than opened to everyone.",
             model._meta.verbose_name,
             str(row),
-            field[:-1],
+            instance._meta.verbose_name,
             str(instance),
         )
         row.enabled = False
@@ -986,6 +1007,10 @@ def _close_orphans(model: type[Definition], field: str, instance: Any, using: st
 
 
 def _after_access_delete(sender: Any, instance: Any, using: str, **kwargs: Any) -> None:
+    restricted: dict[type[Definition], list[Any]] = instance.__dict__.pop(_RESTRICTED_ROWS, {})
+    for model, pks in restricted.items():
+        if pks:
+            _close_orphans(model, pks, instance, using)
     found: set[tuple[str, str]] = instance.__dict__.pop(_PENDING_SERVERS, set())
     for server in sorted({server for server, _ in found}):
         kinds = sorted({kind for name, kind in found if name == server})

@@ -405,6 +405,56 @@ def test_a_refusal_of_other_credentials_has_no_scope_challenge(mcp: Any, staff: 
     assert "WWW-Authenticate" not in refused
 
 
+DOT_AUTH = "oauth2_provider.contrib.rest_framework.OAuth2Authentication"
+DOT_SCOPES = "oauth2_provider.contrib.rest_framework.TokenHasScope"
+
+
+def oauth_token(user: Any, scope: str) -> dict[str, str]:
+    """An access token of django-oauth-toolkit, as its authorization server issues them."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+    from oauth2_provider.models import AccessToken
+
+    key = f"token-{user.pk}-{scope.replace(' ', '-')}"
+    expires = timezone.now() + timedelta(hours=1)
+    AccessToken.objects.create(user=user, token=key, scope=scope, expires=expires)
+    return {"Authorization": f"Bearer {key}"}
+
+
+def test_django_oauth_toolkit_tokens_and_scopes(mcp: Any) -> None:
+    mcp(
+        AUTHENTICATION_CLASSES=[DOT_AUTH],
+        PERMISSION_CLASSES=[DOT_SCOPES],
+        REQUIRED_SCOPES=["mcp"],
+    )
+    ada = make_user("ada")
+    # Its authentication reads request.POST, the body being JSON the endpoint reads itself.
+    allowed = post("tools/list", headers=oauth_token(ada, "mcp profile"))
+    assert allowed.status_code == 200
+    narrow = post("tools/list", headers=oauth_token(ada, "calendar:read"))
+    assert narrow.status_code == 403
+    assert narrow["WWW-Authenticate"].startswith('Bearer error="insufficient_scope", scope="mcp"')
+    anonymous = post("tools/list")
+    assert anonymous.status_code == 401
+    assert anonymous["WWW-Authenticate"].endswith(', scope="mcp"')
+
+
+def test_a_scope_permission_without_required_scopes_never_lets_a_token_in(mcp: Any) -> None:
+    from mcp_app.checks import check_settings
+
+    mcp(AUTHENTICATION_CLASSES=[DOT_AUTH], PERMISSION_CLASSES=[DOT_SCOPES])
+    # An empty list would be "no scope needed": the view names none, the check says so.
+    assert [m.id for m in check_settings()] == ["mcp_app.E011"]
+    refused = Client(raise_request_exception=False).post(
+        "/guarded/mcp",
+        data=json.dumps(modern_request("tools/list")[0]),
+        content_type="application/json",
+        headers={**modern_request("tools/list")[1], **oauth_token(make_user("ada"), "other")},
+    )
+    assert refused.status_code != 200
+
+
 def test_a_token_user_lists_and_calls(mcp: Any) -> None:
     mcp(AUTHENTICATION_CLASSES=[TOKEN], PERMISSION_CLASSES=[AUTHENTICATED])
     client = MCPClient(guarded, headers=token(make_user("ada")))
@@ -661,6 +711,18 @@ def test_updates_of_a_resource_the_caller_may_not_read_never_reach_it(
     assert [n["params"]["uri"] for n in told["notifications"]] == ["memo://secret", "memo://open"]
 
 
+def test_with_subscriptions_off_a_hidden_resource_is_refused_like_any_other() -> None:
+    client = MCPClient(guarded, user=make_user("eve"), versions=["2025-11-25"])
+    before, guarded.options.subscribe = guarded.options.subscribe, False
+    try:
+        for uri in ("memo://secret", "memo://open", "memo://nothing"):
+            with pytest.raises(MCPClientError) as caught:
+                client.request("resources/subscribe", {"uri": uri})
+            assert caught.value.code == -32601, uri
+    finally:
+        guarded.options.subscribe = before
+
+
 def test_the_initialize_era_hides_the_same_definitions(mcp: Any, staff: Group) -> None:
     mcp(AUTHENTICATION_CLASSES=[TOKEN])
     with MCPClient(guarded, versions=["2025-06-18"], headers=token(make_user("alan"))) as client:
@@ -785,7 +847,7 @@ def test_deleting_a_rows_only_group_disables_it_rather_than_opening_it(
     assert "row-tool" in names(MCPClient(guarded, user=admin_))
     with caplog.at_level("WARNING", logger="mcp_app"):
         staff.delete()  # no m2m signal: the deletion itself moves the generation
-    assert "restricted to group 'staff' alone" in caplog.text
+    assert "restricted by group 'staff', which is deleted, and by nothing else" in caplog.text
     alone.refresh_from_db()
     assert not alone.enabled and not alone.groups.exists()
     # Nobody gets it, not even those who could before, until someone decides.
@@ -795,6 +857,18 @@ def test_deleting_a_rows_only_group_disables_it_rather_than_opening_it(
     shared.refresh_from_db()
     assert shared.enabled
     assert "shared-tool" not in names(MCPClient(guarded))
+
+
+def test_deleting_all_of_a_rows_groups_at_once_disables_it(staff: Group) -> None:
+    row = tool_row()
+    row.groups.add(staff, Group.objects.create(name="ops"))
+    kept = tool_row("kept-tool")
+    kept.groups.add(staff, Group.objects.create(name="auditors"))
+    # As the admin's "delete selected groups" does: one queryset, every pre_delete first.
+    Group.objects.filter(name__in=["staff", "ops"]).delete()
+    row.refresh_from_db()
+    kept.refresh_from_db()
+    assert (row.enabled, kept.enabled) == (False, True)
 
 
 def test_deleting_a_permission_disables_the_rows_it_alone_restricted() -> None:

@@ -7,6 +7,7 @@ import json
 import logging
 import time
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -220,6 +221,25 @@ def test_inside_a_transaction_the_generation_is_its_snapshots() -> None:
         assert server.catalog() is not inside
     finally:
         servers.pop("snapshot", None)
+
+
+@pytest.mark.parametrize(
+    ("vendor", "options", "lags"),
+    [
+        ("sqlite", {}, True),
+        ("mysql", {}, True),
+        ("postgresql", {}, False),
+        ("postgresql", {"isolation_level": "READ_COMMITTED"}, True),  # not psycopg's own
+        ("postgresql", {"isolation_level": SimpleNamespace(name="READ_COMMITTED")}, False),
+        ("postgresql", {"isolation_level": SimpleNamespace(name="REPEATABLE_READ")}, True),
+    ],
+)
+def test_a_transaction_reads_the_generation_where_its_snapshot_may_lag(
+    vendor: str, options: dict[str, Any], lags: bool
+) -> None:
+    # Only there does a catalog built in a transaction cost a query of its own.
+    connection_ = SimpleNamespace(vendor=vendor, settings_dict={"OPTIONS": options})
+    assert rows.snapshot_may_lag(connection_) is lags
 
 
 def _bump_unseen(server: str) -> None:

@@ -354,7 +354,11 @@ class LegacyEndpoint:
         request_id, method = message["id"], message["method"]
         params = message.get("params") or {}
         try:
-            if method == "resources/subscribe" and self._hidden(params, session, incoming):
+            if (
+                method == "resources/subscribe"
+                and self.server.options.subscribe
+                and self._hidden(params, session, incoming)
+            ):
                 # Answered as for a URI that names nothing yet, and never subscribed to.
                 return Reply(200, jsonrpc.result_response(request_id, {}))
             simple = self.session_method(method, params, session)
