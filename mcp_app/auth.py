@@ -14,7 +14,6 @@ from django.db import DataError
 from django.http import Http404
 from rest_framework.authentication import TokenAuthentication
 from rest_framework.exceptions import APIException
-from rest_framework.parsers import BaseParser
 
 from .conf import conf
 
@@ -50,9 +49,14 @@ class EndpointView:
             self.required_scopes = list(conf.REQUIRED_SCOPES)
 
 
-class _Unread(BaseParser):
+class _Unread:
     """Lets DRF classes read ``request.POST`` or ``request.data`` (django-oauth-toolkit's
-    authentication does) of a body that is the endpoint's to read: empty, the body untouched."""
+    authentication does) of a body that is the endpoint's to read: empty, the body untouched.
+
+    A parser as DRF uses one, without subclassing ``BaseParser``: importing
+    ``rest_framework.parsers`` imports DRF's renderers and serializers, and every optional
+    package they look for, into every process that serves the endpoint.
+    """
 
     media_type = "*/*"
 
@@ -60,7 +64,8 @@ class _Unread(BaseParser):
         return {}
 
 
-_UNREAD = [_Unread()]
+#: Typed as DRF's stubs want its parsers; duck-typed, as DRF uses them.
+_UNREAD: Any = [_Unread()]
 
 
 @functools.lru_cache(maxsize=32)

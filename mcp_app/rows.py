@@ -345,7 +345,6 @@ def generation(server_name: str) -> int:
 
     alias = router.db_for_write(CatalogGeneration)
     connection = connections[alias]
-    rows = CatalogGeneration.objects.using(alias).filter(server=server_name)
     if connection.in_atomic_block:
         edits = _live_edits(connection, server_name)
         if edits is not None:
@@ -354,16 +353,25 @@ def generation(server_name: str) -> int:
             # The transaction may read a snapshot older than the generation this process
             # knows: the rows it loads must be keyed by the generation of that snapshot, never
             # by a newer one, or their catalog would pass for current.
-            return next(iter(rows.values_list("value", flat=True)[:1]), 0)
+            return _read_generation(server_name, alias)
     known = _known.get(server_name)
     if known is not None:
         return known
     # Another process's edit is announced on the lists channel before its clients hear of it.
     _known.watch(channel_name(server_name, "lists"), lambda message: server_name)
     epoch = _known.epoch()
-    value = next(iter(rows.values_list("value", flat=True)[:1]), 0)
+    value = _read_generation(server_name, alias)
     _known.store(server_name, value, epoch)
     return value
+
+
+def _read_generation(server_name: str, alias: str) -> int:
+    # Built only here: a query set costs tens of microseconds, and most calls of
+    # generation() need none.
+    from .models import CatalogGeneration
+
+    rows = CatalogGeneration.objects.using(alias).filter(server=server_name)
+    return next(iter(rows.values_list("value", flat=True)[:1]), 0)
 
 
 # -- building definitions from rows ------------------------------------------------------
