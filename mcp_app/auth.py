@@ -222,9 +222,7 @@ def _unauthorized(
         # Credentials were sent and refused: RFC 6750 names the error so clients drop them.
         parts += ['error="invalid_token"', f'error_description="{_quoted(message)}"']
     parts.append(f'resource_metadata="{resource_metadata_url(request)}"')
-    scopes = conf.REQUIRED_SCOPES or conf.RESOURCE_METADATA.get("scopes_supported")
-    if scopes:
-        parts.append(f'scope="{_quoted(" ".join(str(s) for s in scopes))}"')
+    parts += _scope(conf.REQUIRED_SCOPES or conf.RESOURCE_METADATA.get("scopes_supported"))
     challenge = ", ".join(["Bearer " + ", ".join(parts), *others])
     return Refusal(401, message, {"WWW-Authenticate": challenge})
 
@@ -235,9 +233,7 @@ def _forbidden(request: Any, message: str, scopes: Sequence[str]) -> Refusal:
     authorization = str(request.META.get("HTTP_AUTHORIZATION", ""))
     if authorization.split(" ", 1)[0].lower() != "bearer":
         return Refusal(403, message)
-    parts = ['error="insufficient_scope"']
-    if scopes:
-        parts.append(f'scope="{_quoted(" ".join(str(s) for s in scopes))}"')
+    parts = ['error="insufficient_scope"', *_scope(scopes)]
     parts += [
         f'resource_metadata="{resource_metadata_url(request)}"',
         f'error_description="{_quoted(message)}"',
@@ -245,16 +241,21 @@ def _forbidden(request: Any, message: str, scopes: Sequence[str]) -> Refusal:
     return Refusal(403, message, {"WWW-Authenticate": "Bearer " + ", ".join(parts)})
 
 
+def _scope(scopes: Sequence[str] | None) -> list[str]:
+    """The challenge's ``scope`` parameter, if there are scopes to name."""
+    return [f'scope="{_quoted(" ".join(str(s) for s in scopes))}"'] if scopes else []
+
+
 def _scopes(permission: Any, view: EndpointView) -> list[str]:
     """The scopes a refusing permission asks for: its own ``required_scopes``, or the view's."""
     scopes: Any = getattr(permission, "required_scopes", None)
     if not isinstance(scopes, list | tuple) or not all(isinstance(s, str) for s in scopes):
         scopes = getattr(view, "required_scopes", ())
-    return [s for s in scopes if s and not _SCOPE_BREAKER.search(s)]
+    return [s for s in scopes if s and not SCOPE_BREAKER.search(s)]
 
 
 #: What a scope name may not hold: challenges send scopes quoted and space-separated.
-_SCOPE_BREAKER = re.compile(r'[\s"\\]')
+SCOPE_BREAKER = re.compile(r'[\s"\\]')
 
 
 def _challenges(drf_request: Any) -> list[str]:

@@ -25,6 +25,7 @@ from typing import Any
 
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 
+from .auth import SCOPE_BREAKER
 from .conf import DEFAULTS, conf
 
 #: Settings whose values must be positive numbers, with the type ``conf`` reads them as.
@@ -252,7 +253,7 @@ def _check_metadata(raw: dict[str, Any]) -> list[CheckMessage]:
         ):
             problems.append("'authorization_servers' must be a list of http(s) URLs")
         scopes = value.get("scopes_supported", [])
-        if not _strings(scopes) or any(_SCOPE_BREAKER.search(scope) for scope in scopes):
+        if not _strings(scopes) or any(SCOPE_BREAKER.search(scope) for scope in scopes):
             problems.append(
                 "'scopes_supported' must be a list of scope names, without spaces or quotes"
             )
@@ -267,7 +268,7 @@ def _check_metadata(raw: dict[str, Any]) -> list[CheckMessage]:
 def _check_scopes(raw: dict[str, Any]) -> list[CheckMessage]:
     value = raw.get("REQUIRED_SCOPES", [])
     if value is not None and not (
-        _strings(value) and not any(_SCOPE_BREAKER.search(s) for s in value)
+        _strings(value) and not any(SCOPE_BREAKER.search(s) for s in value)
     ):
         return [
             Error(
@@ -311,10 +312,6 @@ def _needs_scopes(path: str) -> bool:
     except Exception:
         return False  # it needs more than a view to tell: not this check's to judge
     return False
-
-
-#: What a scope name may not hold: it is sent in a quoted, space-separated challenge parameter.
-_SCOPE_BREAKER = re.compile(r'[\s"\\]')
 
 
 def _strings(value: Any) -> bool:

@@ -336,7 +336,7 @@ def generation(server_name: str) -> int:
     """The server's row generation: changes with every committed edit of its rows.
 
     One indexed query when this process does not know it already (``mcp_app.recent``), and
-    inside a transaction, which reads its own snapshot; ``0`` before any edit. Inside a
+    inside a transaction whose snapshot may lag (``snapshot_may_lag``); ``0`` before any edit. Inside a
     transaction that has edited the server's rows, a unique negative number instead, so a
     catalog built from uncommitted rows is never mistaken for the committed one, whether the
     transaction commits or not.
@@ -967,21 +967,17 @@ def _before_access_delete(
 ) -> None:
     # Deleting a group or permission removes it from rows without any m2m signal.
     field = "groups" if sender._meta.label_lower == "auth.group" else "permissions"
-    found = {
-        (server, model.KIND)
-        for model in row_models
-        for server in _servers_of(model, field, instance, using)
-    }
-    # The rows it restricts, to be looked at once it is gone: several groups deleted at once
-    # are each still linked when the first one's pre_delete runs.
-    instance.__dict__[_RESTRICTED_ROWS] = {
-        model: list(
-            model._default_manager.using(using)
-            .filter(**{field: instance}, enabled=True)
-            .values_list("pk", flat=True)
-        )
-        for model in row_models
-    }
+    found: set[tuple[str, str]] = set()
+    # The enabled rows it restricts, to be looked at once it is gone: several groups deleted
+    # at once are each still linked when the first one's pre_delete runs.
+    restricted: dict[type[Definition], list[Any]] = {}
+    for model in row_models:
+        named = model._default_manager.using(using).filter(**{field: instance})
+        for pk, server, enabled in named.values_list("pk", "server", "enabled"):
+            found.add((server, model.KIND))
+            if enabled:
+                restricted.setdefault(model, []).append(pk)
+    instance.__dict__[_RESTRICTED_ROWS] = restricted
     instance.__dict__[_PENDING_SERVERS] = found
 
 
@@ -1017,8 +1013,7 @@ def _close_orphans(model: type[Definition], pks: list[Any], instance: Any, using
 def _after_access_delete(sender: Any, instance: Any, using: str, **kwargs: Any) -> None:
     restricted: dict[type[Definition], list[Any]] = instance.__dict__.pop(_RESTRICTED_ROWS, {})
     for model, pks in restricted.items():
-        if pks:
-            _close_orphans(model, pks, instance, using)
+        _close_orphans(model, pks, instance, using)
     found: set[tuple[str, str]] = instance.__dict__.pop(_PENDING_SERVERS, set())
     for server in sorted({server for server, _ in found}):
         kinds = sorted({kind for name, kind in found if name == server})

@@ -420,13 +420,14 @@ class _Runner:
         try:
             status, payload = _kept(self.task_id, status, payload)
             rows = _rows(self.task_id)
+            fields: dict[str, Any]
             if status == wire.COMPLETED:
-                done = _persisting(lambda: _finish(rows, status, result=payload))
+                fields = {"result": payload}
             elif status == wire.FAILED:
-                message = str((payload or {}).get("message", ""))
-                done = _persisting(lambda: _finish(rows, status, error=payload, message=message))
+                fields = {"error": payload, "message": str((payload or {}).get("message", ""))}
             else:
-                done = _persisting(lambda: _finish(rows, wire.CANCELLED, message="Cancelled"))
+                status, fields = wire.CANCELLED, {"message": "Cancelled"}
+            done = _persisting(lambda: _finish(rows, status, **fields))
             audited: JSON = {"result": payload} if status == wire.COMPLETED else {"error": payload}
             if done:
                 _announce(self.endpoint, self.task_id)

@@ -85,6 +85,9 @@ class _SlowStream:
     def notifications(self, channel: str, message: dict[str, Any]) -> list[Any]:
         return []
 
+    def ending(self) -> list[Any]:
+        return []
+
     def closed(self) -> None:
         self.closed_calls += 1
 

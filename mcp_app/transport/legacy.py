@@ -111,6 +111,9 @@ class SessionStream:
         )
         return []
 
+    def ending(self) -> list[Event]:
+        return []
+
     def closed(self) -> None:
         """Tell the session's other GET streams this one is gone."""
         if not self.finished:
@@ -175,6 +178,9 @@ class Resume:
         ]
 
     def opening(self) -> list[Event]:
+        return []
+
+    def ending(self) -> list[Event]:
         return []
 
     def closed(self) -> None:

@@ -64,6 +64,9 @@ class Stream(Protocol):
 
     def notifications(self, channel: str, message: dict[str, Any]) -> list[Event]: ...
 
+    def ending(self) -> list[Event]:
+        """What the stream says when the server ends it (a listen request's final result)."""
+
     def closed(self) -> None:
         """The stream ended (in a thread that may wait on the backend)."""
 
@@ -578,8 +581,7 @@ class _ListenRelay:
 
     def ending(self) -> list[bytes]:
         """What the stream says when the server ends it (a listen request's final result)."""
-        ending = getattr(self.stream, "ending", None)
-        return [event.encode() for event in ending()] if ending is not None else []
+        return [event.encode() for event in self.stream.ending()]
 
 
 # -- ASGI ---------------------------------------------------------------------------------
