@@ -27,6 +27,14 @@ JSON = dict[str, Any]
 
 #: Most digits an event number is read with: more than a stream ever has.
 SEQ_DIGITS = 18
+#: What a stream's log keeps in place of the response to a cancelled request: not a
+#: JSON-RPC message, so never sent, but the stream's end all the same.
+END: JSON = {"end": "cancelled"}
+
+
+def is_end(message: JSON) -> bool:
+    """Whether a kept ``message`` ends its stream: a response, or the mark of a cancelled one."""
+    return message == END or ("id" in message and ("result" in message or "error" in message))
 
 
 def parse_event_id(event_id: str) -> tuple[str, int] | None:
@@ -66,6 +74,12 @@ class StreamLog:
 
     def priming_id(self) -> str:
         return f"{self.stream}-0"
+
+    def end(self) -> None:
+        """Record that the stream ends without a response (its request was cancelled)."""
+        self.open()
+        self.seq += 1
+        _write(self.session_id, self.stream, self.seq, dict(END), self.channel)
 
     def append(self, message: JSON) -> str:
         """Record ``message``, publish it on the stream's channel, and return its event id.

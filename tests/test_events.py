@@ -13,7 +13,7 @@ from django.utils import timezone
 
 import mcp_app
 from mcp_app.delivery import backend
-from mcp_app.events import StreamLog, clean_events, events_after, parse_event_id
+from mcp_app.events import END, StreamLog, clean_events, events_after, is_end, parse_event_id
 from mcp_app.models import StreamEvent
 
 # Events are written on a connection of their own, outside the test's transaction.
@@ -103,6 +103,32 @@ def test_log_publishes_each_event_on_its_streams_channel(
     log.append(note(1))
     log.append(note(2))
     assert published == [{"seq": 1, "message": note(1)}, {"seq": 2, "message": note(2)}]
+
+
+def test_end_of_a_cancelled_request_is_kept_and_published_after_the_priming_event(
+    log: StreamLog, published: list[dict[str, Any]]
+) -> None:
+    log.end()
+    rows = StreamEvent.objects.order_by("seq")
+    assert [(r.seq, r.message) for r in rows] == [(0, {}), (1, END)]
+    assert published == [{"seq": 1, "message": END}]
+
+
+@pytest.mark.parametrize(
+    ("message", "ends"),
+    [
+        (END, True),
+        ({"jsonrpc": "2.0", "id": 1, "result": {}}, True),
+        ({"jsonrpc": "2.0", "id": 1, "error": {"code": -1, "message": "no"}}, True),
+        ({"jsonrpc": "2.0", "id": 1, "method": "elicitation/create", "params": {}}, False),
+        (note(1), False),
+        ({}, False),
+    ],
+)
+def test_a_stream_ends_with_a_response_or_the_end_of_a_cancelled_request(
+    message: dict[str, Any], ends: bool
+) -> None:
+    assert is_end(message) is ends
 
 
 def test_two_logs_of_one_session_are_separate_streams() -> None:

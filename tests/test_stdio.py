@@ -190,6 +190,46 @@ def test_listen_acknowledges_and_streams_until_cancelled() -> None:
     )
 
 
+@pytest.mark.parametrize("era", ["modern", "legacy"])
+def test_a_cancelled_request_gets_no_response(era: str) -> None:
+    own = mcp_app.Server("stdio-cancel", rows=False)
+
+    @own.tool()
+    def hold(arguments: dict[str, Any], context: Any) -> str:
+        context.cancelled.wait(10)
+        return "stopped"
+
+    call: dict[str, Any] = {"jsonrpc": "2.0", "id": 7, "method": "tools/call"}
+    if era == "modern":
+        call = request(7, "tools/call", {"name": "hold"})
+        opening: list[dict[str, Any]] = []
+    else:
+        call["params"] = {"name": "hold"}
+        opening = [
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "1"},
+                },
+            },
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        ]
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}}
+    lines = "".join(json.dumps(m) + "\n" for m in [*opening, call, cancel])
+    out = Lines()
+    started = time.monotonic()
+    try:
+        StdioServer(own, io.StringIO(lines), out).serve()
+    finally:
+        mcp_app.server.servers.pop("stdio-cancel", None)
+    assert time.monotonic() - started < 5
+    assert 7 not in by_id(out.messages())
+
+
 def test_initialize_era_session_and_set_level() -> None:
     init = {
         "jsonrpc": "2.0",

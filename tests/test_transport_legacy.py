@@ -32,7 +32,7 @@ from django.utils import timezone
 import mcp_app
 from mcp_app import elicit_url, input_required
 from mcp_app.delivery import backend
-from mcp_app.models import Session, StreamEvent
+from mcp_app.models import Session, StreamEvent, ToolCall
 from mcp_app.protocol.context import RequestContext
 from mcp_app.transport import views
 from tests.conftest import modern_request, require_redis_url, sse_messages, stream_bytes
@@ -1190,10 +1190,57 @@ def test_cancelled_notification_ends_the_waiting_call_promptly(
     withdrawn = reader.next_message(timeout=2.0)
     assert withdrawn["method"] == "notifications/cancelled"
     assert withdrawn["params"]["requestId"] == asked["id"]
-    final = reader.next_message(timeout=2.0)
+    # The request the client cancelled gets no response: its stream just ends.
+    rest = reader.until_end(timeout=2.0)
     assert time.monotonic() - started < 2.0
-    assert final["id"] == 15 and final["result"]["isError"] is True
-    assert "cancelled" in tool_text(final)
+    assert [event.message for event in rest if event.message is not None] == []
+    row = ToolCall.objects.get(name="greet")
+    assert row.outcome == "cancelled"
+
+
+def test_a_call_cancelled_before_it_sent_anything_is_answered_by_an_empty_stream(
+    session: LegacySession, temporary: Callable[..., None]
+) -> None:
+    running = threading.Event()
+
+    def hold_until_cancelled(arguments: JSON, context: RequestContext) -> str:
+        running.set()
+        context.cancelled.wait(WAIT)
+        return "stopped"
+
+    temporary("tool", hold_until_cancelled, name="hold_until_cancelled")
+    reader = session.call_streaming("hold_until_cancelled", request_id=17)
+    assert running.wait(WAIT)
+    assert session.notify("notifications/cancelled", {"requestId": 17}).status_code == 202
+    assert reader.answered() == 200
+    assert reader.headers["Content-Type"] == "text/event-stream"
+    events = reader.until_end()
+    # Only the priming event, which a client could resume from: no response.
+    assert [event.message for event in events] == [None]
+    assert events[0].id is not None
+    resumed = session.resume(events[0].id)
+    assert resumed.answered() == 200
+    # The resumed stream ends too: nothing is left to wait for.
+    assert [event.message for event in resumed.until_end() if event.message] == []
+    assert ToolCall.objects.get(name="hold_until_cancelled").outcome == "cancelled"
+
+
+def test_a_call_cancelled_after_it_let_go_of_its_stream_ends_a_resumed_stream(
+    session: LegacySession, temporary: Callable[..., None]
+) -> None:
+    def hold(arguments: JSON, context: RequestContext) -> str:
+        context.close_stream()
+        context.cancelled.wait(WAIT)
+        return "stopped"
+
+    temporary("tool", hold, name="hold_then_cancelled")
+    reader = session.call_streaming("hold_then_cancelled", request_id=18)
+    (priming,) = reader.until_end()
+    assert priming.id is not None
+    resumed = session.resume(priming.id)
+    assert resumed.next().comment == "stream open"
+    assert session.notify("notifications/cancelled", {"requestId": 18}).status_code == 202
+    assert [event.message for event in resumed.until_end() if event.message] == []
 
 
 def test_cancelling_another_request_id_leaves_the_call_waiting(

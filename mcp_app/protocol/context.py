@@ -109,7 +109,9 @@ class RequestContext:
     @property
     def is_cancelled(self) -> bool:
         """True once the client has gone away or cancelled; long handlers should stop."""
-        return self.cancelled.is_set()
+        # Asking makes no event: one that was never made was never set.
+        event = self._cancelled
+        return event is not None and event.is_set()
 
     def input_response(self, key: str, default: Any = None) -> Any:
         """The client's answer to the input request ``key``, or ``default``."""

@@ -84,7 +84,7 @@ class Call:
 
     def __init__(
         self,
-        run: Callable[[RequestContext], tuple[int, JSON]],
+        run: Callable[[RequestContext], tuple[int, JSON | None]],
         ctx: RequestContext,
         request_id: Any = None,
         log: StreamLog | None = None,
@@ -114,6 +114,12 @@ class Call:
 
             self.ctx.close_hook = close
         status, final = self._run(self.ctx)
+        if final is None:
+            # Cancelled by the client: no response. A resumable stream records where it
+            # ends, so a client resuming it does not wait for one.
+            if self.log is not None:
+                self.log.end()
+            return status, Event()
         return status, self.event(final) if self.streaming else Event(final)
 
     def priming(self) -> bytes | None:
@@ -415,7 +421,8 @@ class Endpoint:
             message = jsonrpc.error_response(req.id, InternalError("Internal error"))
         if audited:
             rounds = 1 if "inputResponses" in req.params else 0
-            self.audit(ctx, req.method, req.params, message, started, rounds)
+            kept = {"cancelled": True} if ctx.is_cancelled else message
+            self.audit(ctx, req.method, req.params, kept, started, rounds)
         return status, message
 
     def audit(

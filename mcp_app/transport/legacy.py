@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from .. import sessions
 from ..conf import conf
 from ..delivery import backend, tell
-from ..events import StreamLog, events_from, parse_event_id, stream_channel
+from ..events import END, StreamLog, events_from, is_end, parse_event_id, stream_channel
 from ..input import InputRequired
 from ..protocol import jsonrpc, legacy, versions
 from ..protocol.context import RequestContext
@@ -189,13 +189,15 @@ class Resume:
     def _take(self, seq: int, message: JSON) -> list[Event]:
         if self.finished:
             return []
-        final = "id" in message and ("result" in message or "error" in message)
+        final = is_end(message)
         if seq <= self.seq:
             # The event the client already has: if it was the last, there is nothing more.
             self.finished = self.finished or (seq == self.seq and final)
             return []
         self.seq = seq
         self.finished = final
+        if message == END:
+            return []
         return [Event(message, f"{self.stream}-{seq}")]
 
     def backlog(self) -> list[Event]:
@@ -380,7 +382,7 @@ class LegacyEndpoint:
         ctx = self.context(session, method, params, incoming.user, incoming.request)
         catalog = self.server.catalog()
 
-        def run(ctx: RequestContext) -> tuple[int, JSON]:
+        def run(ctx: RequestContext) -> tuple[int, JSON | None]:
             return 200, self.call(request_id, method, params, ctx, catalog, session)
 
         log = StreamLog(self.server, session.id)
@@ -478,7 +480,8 @@ class LegacyEndpoint:
                 # Its answer goes in the batch's array: no stream to resume, no events to keep.
                 reply.call.log = None
                 _status, final = reply.call.run(lambda event: None)
-                answers.append(final.message or {})
+                if final.message is not None:  # None: cancelled, so not answered
+                    answers.append(final.message)
             elif reply.body is not None:
                 answers.append(reply.body)
         return Reply(200, answers) if answers else Reply(202)
@@ -493,8 +496,12 @@ class LegacyEndpoint:
         ctx: RequestContext,
         catalog: Catalog,
         session: sessions.SessionData,
-    ) -> JSON:
-        """Run a request to its final message, asking the client itself for any input."""
+    ) -> JSON | None:
+        """Run a request to its final message, asking the client itself for any input.
+
+        ``None`` when the client cancelled it (or ended its session): the request is then
+        answered with nothing, as the client no longer waits for an answer.
+        """
         inbox: queue.Queue[JSON] = queue.Queue()
 
         def sink(channel: str, message: JSON) -> None:
@@ -528,9 +535,12 @@ class LegacyEndpoint:
             message = _error(request_id, InternalError("Internal error"))
         finally:
             unsubscribe()
+        # However far the request got, a client that cancelled it reads no response.
+        withheld = ctx.is_cancelled
         if method in Engine.INPUT_METHODS:
-            self.endpoint.audit(ctx, method, params, message, started, rounds)
-        return message
+            audited = {"cancelled": True} if withheld else message
+            self.endpoint.audit(ctx, method, params, audited, started, rounds)
+        return None if withheld else message
 
     def ask(
         self,

@@ -158,16 +158,17 @@ class StdioServer:
             self.modern_request(message)
 
     @contextlib.contextmanager
-    def _answering(self, request_id: Any) -> Iterator[Callable[[JSON], None]]:
+    def _answering(self, request_id: Any) -> Iterator[Callable[[JSON | None], None]]:
         """A call's thread: whatever ends it, the call is answered and forgotten.
 
         Yields the function that sends the final message, after forgetting the id, so a
         client may use the id again as soon as it has the answer.
         """
 
-        def answer(final: JSON) -> None:
+        def answer(final: JSON | None) -> None:
             self._calls.pop(request_id, None)
-            self.write(final)
+            if final is not None:  # None: the client cancelled the request
+                self.write(final)
 
         try:
             yield answer
@@ -218,7 +219,7 @@ class StdioServer:
         def run() -> None:
             with self._answering(req.id) as answer:
                 _status, final = self.endpoint.modern_call(req, ctx, catalog)
-                answer(final)
+                answer(None if ctx.is_cancelled else final)
 
         self._spawn(run)
 

@@ -482,7 +482,8 @@ def _plain_reply(kind: str, payload: Any) -> Reply | None:
     """Plain JSON when the call finished before producing anything else."""
     if kind == _FINAL:
         status, final = payload
-        return Reply(status, final.message)
+        # No message: a cancelled call, answered by a stream that ends at once.
+        return Reply(status, final.message) if final.message is not None else None
     return None
 
 
@@ -528,7 +529,7 @@ class _CallRelay:
             self.done = self.released = True
             return []
         self.done = kind == _FINAL
-        return [event.encode()]
+        return [event.encode()] if event.message is not None else []
 
     def finish(self) -> None:
         # A client that went away cancels the call, unless it can resume the stream (an
