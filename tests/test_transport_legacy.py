@@ -1444,6 +1444,25 @@ def test_unsubscribed_uri_gets_no_more_updates(session: LegacySession) -> None:
     assert stream.next_message()["method"] == "notifications/prompts/list_changed"
 
 
+def test_an_open_get_stream_keeps_its_session_from_expiring(
+    session: LegacySession, settings: Any
+) -> None:
+    set_mcp(settings, SESSION_IDLE_SECONDS=1)
+    stream = session.listen()
+    time.sleep(1.5)
+    # The client made no request meanwhile, but listened all along.
+    recent = timezone.now() - timedelta(seconds=1)
+    assert Session.objects.filter(pk=session.id, last_seen__gte=recent).exists()
+    assert stream.ended is False
+
+
+def test_a_get_stream_ends_when_its_session_is_gone(session: LegacySession) -> None:
+    stream = session.listen()
+    # Cleaned away as expired, say, while the client still listens.
+    Session.objects.filter(pk=session.id).delete()
+    assert [event.message for event in stream.until_end(timeout=3) if event.message] == []
+
+
 def test_session_outbox_messages_go_out_on_the_get_stream(session: LegacySession) -> None:
     stream = session.listen()
     outbox = mcp_app.site.channel(f"outbox:{session.id}")

@@ -91,6 +91,11 @@ class _SlowStream:
     def closed(self) -> None:
         self.closed_calls += 1
 
+    renews = False
+
+    def renew(self) -> bool:
+        return True
+
 
 @pytest.mark.django_db(transaction=True)
 def test_a_listen_stream_whose_client_left_while_it_opened_is_closed(monkeypatch: Any) -> None:

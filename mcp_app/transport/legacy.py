@@ -114,6 +114,13 @@ class SessionStream:
     def ending(self) -> list[Event]:
         return []
 
+    renews = True
+
+    def renew(self) -> bool:
+        """Keep the session alive while its client listens; ``False`` once it is gone (ended
+        elsewhere, or cleaned away)."""
+        return sessions.store().get(self.session.id) is not None
+
     def closed(self) -> None:
         """Tell the session's other GET streams this one is gone."""
         if not self.finished:
@@ -182,6 +189,11 @@ class Resume:
 
     def ending(self) -> list[Event]:
         return []
+
+    renews = False
+
+    def renew(self) -> bool:
+        return True
 
     def closed(self) -> None:
         pass

@@ -101,9 +101,13 @@ class Listen:
         return jsonrpc.notification(method, body)
 
     finished = False
+    renews = False
 
     def closed(self) -> None:
         pass
+
+    def renew(self) -> bool:
+        return True
 
     def opening(self) -> list[Event]:
         """The first message of the stream: the filter the server honours."""

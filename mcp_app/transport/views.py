@@ -70,6 +70,13 @@ class Stream(Protocol):
     def closed(self) -> None:
         """The stream ended (in a thread that may wait on the backend)."""
 
+    #: Whether ``renew()`` does anything: only then is it called, in a pool thread.
+    renews: bool
+
+    def renew(self) -> bool:
+        """Whether the stream may go on; called every ``KEEPALIVE_SECONDS`` in a thread that
+        may query (a session's GET stream keeps its session alive, and ends with it)."""
+
 
 def body_limit() -> int:
     """The most body bytes a request may carry: ``MAX_BODY_BYTES`` or Django's limit if lower."""
@@ -449,6 +456,7 @@ async def _listen_chunks(stream: Stream) -> AsyncGenerator[bytes, None]:
         # The client went away while its thread subscribed: close the stream once it is open.
         opening.add_done_callback(_abandoned)
         raise
+    renewed = time.monotonic()
     try:
         while True:
             for chunk in chunks:
@@ -459,6 +467,10 @@ async def _listen_chunks(stream: Stream) -> AsyncGenerator[bytes, None]:
                 for chunk in relay.ending():
                     yield chunk
                 return
+            if stream.renews and time.monotonic() - renewed >= conf.KEEPALIVE_SECONDS:
+                renewed = time.monotonic()
+                if not await sync_to_async(_renewed, thread_sensitive=False)(stream):
+                    return
             try:
                 chunks = relay.feed(*await relay.items.aget(conf.KEEPALIVE_SECONDS))
             except Empty:
@@ -496,6 +508,17 @@ def _open_listen(stream: Stream) -> tuple[_ListenRelay, list[bytes]]:
     except BaseException:
         relay.unsubscribe()
         raise
+    finally:
+        close_old_connections()
+
+
+def _renewed(stream: Stream) -> bool:
+    """``stream.renew()``, its connection let go of after; a failure keeps the stream open."""
+    try:
+        return stream.renew()
+    except Exception:
+        logger.exception("Error renewing a stream")
+        return True
     finally:
         close_old_connections()
 
@@ -652,6 +675,7 @@ def _stream_sync_call(call: Call) -> HttpResponseBase:
 def _stream_sync_listen(stream: Stream) -> HttpResponseBase:
     def body() -> Iterator[bytes]:
         relay = _ListenRelay(stream)
+        renewed = time.monotonic()
         try:
             # The request's own thread: Django closes its connection when the request ends.
             chunks = relay.start(stream.backlog())
@@ -662,6 +686,10 @@ def _stream_sync_listen(stream: Stream) -> HttpResponseBase:
                 if relay.overflowed:
                     yield from relay.ending()
                     return
+                if stream.renews and time.monotonic() - renewed >= conf.KEEPALIVE_SECONDS:
+                    renewed = time.monotonic()
+                    if not _renewed(stream):
+                        return
                 try:
                     chunks = relay.feed(*relay.items.get(conf.KEEPALIVE_SECONDS))
                 except Empty:
