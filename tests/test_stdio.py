@@ -44,6 +44,16 @@ def request(request_id: Any, method: str, params: dict[str, Any] | None = None, 
     return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": body}
 
 
+def initialize(version: str = "2025-11-25") -> dict[str, Any]:
+    """An initialize-era client's first request."""
+    params = {
+        "protocolVersion": version,
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    }
+    return {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}
+
+
 def by_id(messages: list[dict[str, Any]]) -> dict[Any, dict[str, Any]]:
     return {m["id"]: m for m in messages if "id" in m}
 
@@ -206,16 +216,7 @@ def test_a_cancelled_request_gets_no_response(era: str) -> None:
     else:
         call["params"] = {"name": "hold"}
         opening = [
-            {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-11-25",
-                    "capabilities": {},
-                    "clientInfo": {"name": "t", "version": "1"},
-                },
-            },
+            initialize(),
             {"jsonrpc": "2.0", "method": "notifications/initialized"},
         ]
     cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}}
@@ -231,16 +232,7 @@ def test_a_cancelled_request_gets_no_response(era: str) -> None:
 
 
 def test_initialize_era_session_and_set_level() -> None:
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"},
-        },
-    }
+    init = initialize("2025-06-18")
     out = by_id(
         serve(
             init,
@@ -286,16 +278,7 @@ def test_initialize_era_refuses_set_level_without_logging_and_a_bad_progress_tok
     import mcp_app
 
     monkeypatch.setattr(mcp_app.site.options, "logging", False)
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"},
-        },
-    }
+    init = initialize()
     call = {"name": "test_simple_text", "_meta": {"progressToken": {"a": 1}}}
     out = by_id(
         serve(
