@@ -72,7 +72,8 @@ class Record:
     user: Any
     arguments: Any
     duration_ms: float
-    outcome: str  # "complete", "error" (an isError result), "input_required", "failed"
+    # "complete", "error" (an isError result), "input_required", "failed", "cancelled"
+    outcome: str
     error: str = ""
     rounds: int = 0
 

@@ -776,7 +776,7 @@ class ToolCall(models.Model):
         ("error", "error (isError result)"),
         ("input_required", "input required"),
         ("failed", "failed (JSON-RPC error)"),
-        ("cancelled", "cancelled (a task)"),
+        ("cancelled", "cancelled (by the client, or a task)"),
     ]
     ERAS = [("modern", "2026-07-28 (stateless)"), ("legacy", "initialize era (session)")]
 

@@ -116,6 +116,17 @@ def counted(arguments: JSON, context: RequestContext) -> str:
     return "counted"
 
 
+#: Whether "patient" was cancelled while it waited, once it returned.
+patient_saw: list[bool] = []
+
+
+@extra.tool(name="patient")
+def patient(arguments: JSON, context: RequestContext) -> str:
+    """Waits 0.8 s, unless cancelled."""
+    patient_saw.append(context.cancelled.wait(0.8))
+    return "done"
+
+
 #: How long "quiet" took, once it returned.
 quiet_took: list[float] = []
 
@@ -777,7 +788,8 @@ def test_a_listen_stream_stays_open_until_the_client_goes_away(app: Route, mcp: 
     assert backend().subscriber_count(channel) == 0  # type: ignore[attr-defined]
 
 
-def test_an_initialize_era_session_calls_a_tool(app: Route) -> None:
+def open_session(app: Route, path_: str = "/mcp") -> dict[str, str]:
+    """Initialize an initialize-era session; the headers its requests carry."""
     accept = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
     initialize = {
         "jsonrpc": "2.0",
@@ -789,13 +801,38 @@ def test_an_initialize_era_session_calls_a_tool(app: Route) -> None:
             "clientInfo": {"name": "asgi-tests", "version": "1"},
         },
     }
-    opened = exchange(app, body=json.dumps(initialize).encode(), headers=accept)
+    opened = exchange(app, "POST", path_, json.dumps(initialize).encode(), accept)
     assert opened.status == 200, opened.body
     assert opened.json()["result"]["protocolVersion"] == LEGACY
     session = {**accept, "Mcp-Session-Id": opened.headers["mcp-session-id"]}
     session["MCP-Protocol-Version"] = LEGACY
     initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-    assert exchange(app, body=json.dumps(initialized).encode(), headers=session).status == 202
+    done = exchange(app, "POST", path_, json.dumps(initialized).encode(), session)
+    assert done.status == 202
+    return session
+
+
+def test_a_client_that_goes_away_does_not_cancel_an_initialize_era_call(app: Route) -> None:
+    patient_saw.clear()
+    session = open_session(app, "/extra/mcp")
+
+    async def leave_soon(done: Exchange) -> None:
+        await asyncio.sleep(0.2)
+        done.disconnect()
+
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "patient"}}
+    body = json.dumps(call).encode()
+    done = exchange(app, "POST", "/extra/mcp", body, session, during=leave_soon)
+    assert done.sent == []
+    deadline = time.monotonic() + 5
+    while not patient_saw and time.monotonic() < deadline:
+        time.sleep(0.01)
+    # In a session, only notifications/cancelled cancels: the call ran to its end.
+    assert patient_saw == [False]
+
+
+def test_an_initialize_era_session_calls_a_tool(app: Route) -> None:
+    session = open_session(app)
     call = {
         "jsonrpc": "2.0",
         "id": 1,

@@ -52,6 +52,13 @@ def template_tool(**fields: Any) -> Tool:
 # -- tools ---------------------------------------------------------------------------------
 
 
+def test_the_models_need_no_migration_beyond_those_shipped() -> None:
+    from django.core.management import call_command
+
+    # --check exits non-zero when a model changed without its migration.
+    call_command("makemigrations", "mcp_app", "--check", "--dry-run", verbosity=0)
+
+
 def test_a_template_tool_is_valid() -> None:
     tool = template_tool(
         title="Greet",

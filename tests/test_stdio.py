@@ -229,6 +229,63 @@ def test_a_cancelled_request_gets_no_response(era: str) -> None:
         mcp_app.server.servers.pop("stdio-cancel", None)
     assert time.monotonic() - started < 5
     assert 7 not in by_id(out.messages())
+    from mcp_app.models import ToolCall
+
+    row = ToolCall.objects.get(server="stdio-cancel", name="hold")
+    assert (row.outcome, row.error) == ("cancelled", "Cancelled by the client; not sent: complete")
+
+
+def test_a_task_started_before_the_cancel_is_still_answered() -> None:
+    from mcp_app import run_as_task
+    from mcp_app.protocol.tasks import EXTENSION
+
+    own = mcp_app.Server("stdio-cancel-task", rows=False)
+
+    @own.tool(task="optional")
+    def job(arguments: dict[str, Any], context: Any) -> Any:
+        context.cancelled.wait(10)  # the cancel comes while the task is being made
+        return run_as_task(lambda task: "done")
+
+    caps = {"extensions": {EXTENSION: {}}}
+    call = request(8, "tools/call", {"name": "job"})
+    call["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] = caps
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 8}}
+    lines = "".join(json.dumps(m) + "\n" for m in [call, cancel])
+    out = Lines()
+    try:
+        StdioServer(own, io.StringIO(lines), out).serve()
+    finally:
+        mcp_app.server.servers.pop("stdio-cancel-task", None)
+    # The task runs on: the client needs its id to follow or cancel it.
+    answer = by_id(out.messages())[8]
+    assert answer["result"]["resultType"] == "task", answer
+
+
+def test_a_cancelled_requests_id_is_free_at_once() -> None:
+    own = mcp_app.Server("stdio-cancel-reuse", rows=False)
+    release = threading.Event()
+
+    @own.tool()
+    def hold(arguments: dict[str, Any], context: Any) -> str:
+        release.wait(10)  # a handler that does not look at the cancel
+        return "stopped"
+
+    @own.tool()
+    def quick(arguments: dict[str, Any], context: Any) -> str:
+        release.set()
+        return "quick"
+
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}}
+    messages = [request(7, "tools/call", {"name": "hold"}), cancel]
+    messages.append(request(7, "tools/call", {"name": "quick"}))
+    lines = "".join(json.dumps(m) + "\n" for m in messages)
+    out = Lines()
+    try:
+        StdioServer(own, io.StringIO(lines), out).serve()
+    finally:
+        mcp_app.server.servers.pop("stdio-cancel-reuse", None)
+    answers = [m for m in out.messages() if m.get("id") == 7]
+    assert [a["result"]["content"][0]["text"] for a in answers] == ["quick"]
 
 
 def test_initialize_era_session_and_set_level() -> None:

@@ -1222,7 +1222,52 @@ def test_a_call_cancelled_before_it_sent_anything_is_answered_by_an_empty_stream
     assert resumed.answered() == 200
     # The resumed stream ends too: nothing is left to wait for.
     assert [event.message for event in resumed.until_end() if event.message] == []
-    assert ToolCall.objects.get(name="hold_until_cancelled").outcome == "cancelled"
+    row = ToolCall.objects.get(name="hold_until_cancelled")
+    # The handler finished all the same: the row says what was not sent.
+    assert (row.outcome, row.error) == ("cancelled", "Cancelled by the client; not sent: complete")
+
+
+def test_a_cancel_that_overtakes_its_request_still_cancels_it(
+    session: LegacySession, temporary: Callable[..., None]
+) -> None:
+    def hold(arguments: JSON, context: RequestContext) -> str:
+        context.cancelled.wait(WAIT)
+        return "stopped"
+
+    temporary("tool", hold, name="hold_for_an_early_cancel")
+    assert session.notify("notifications/cancelled", {"requestId": 19}).status_code == 202
+    started = time.monotonic()
+    reader = session.call_streaming("hold_for_an_early_cancel", request_id=19)
+    assert [event.message for event in reader.until_end() if event.message] == []
+    assert time.monotonic() - started < WAIT / 2
+    # The cancel is spent: a later request reusing the id (which a client should not) runs.
+    arguments = {"numbers": [1, 2]}
+    added = session.result_of("tools/call", {"name": "add", "arguments": arguments}, 19)
+    assert added["structuredContent"] == {"sum": 3}
+
+
+def test_a_resumed_stream_ends_when_its_session_is_gone(
+    session: LegacySession, temporary: Callable[..., None]
+) -> None:
+    release = threading.Event()
+
+    def hold(arguments: JSON, context: RequestContext) -> str:
+        context.close_stream()
+        release.wait(WAIT)
+        return "released"
+
+    temporary("tool", hold, name="hold_while_the_session_goes")
+    reader = session.call_streaming("hold_while_the_session_goes", request_id=23)
+    (priming,) = reader.until_end()
+    assert priming.id is not None
+    resumed = session.resume(priming.id)
+    assert resumed.next().comment == "stream open"
+    # Cleaned away, say, while the call runs on a worker that then stops.
+    Session.objects.filter(pk=session.id).delete()
+    try:
+        assert [event.message for event in resumed.until_end(timeout=3) if event.message] == []
+    finally:
+        release.set()
 
 
 def test_a_call_cancelled_after_it_let_go_of_its_stream_ends_a_resumed_stream(

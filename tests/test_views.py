@@ -211,3 +211,45 @@ def test_a_burst_that_a_reading_client_works_through_does_not_end_its_stream(
         assert not relay.overflowed and len(relay.items) == 10
     finally:
         relay.unsubscribe()
+
+
+class _FailingRenewal(_SlowStream):
+    """A stream whose renewal fails (its database is down), then says it is gone."""
+
+    renews = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.renewals = 0
+
+    def renew(self) -> bool:
+        self.renewals += 1
+        if self.renewals <= 3:
+            raise RuntimeError("the database is down")
+        return False
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("view", ["async", "sync"])
+def test_a_stream_whose_renewal_fails_stays_open_and_says_so_once(
+    view: str, settings: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    import asyncio
+
+    from mcp_app.transport import views
+
+    settings.MCP_APP = {**settings.MCP_APP, "KEEPALIVE_SECONDS": 0.05}
+    stream = _FailingRenewal()
+
+    async def read_async() -> list[bytes]:
+        return [chunk async for chunk in views._listen_chunks(stream)]  # type: ignore[arg-type]
+
+    if view == "async":
+        chunks = asyncio.run(read_async())
+    else:
+        response = views._stream_sync_listen(stream)  # type: ignore[arg-type]
+        chunks = list(response.streaming_content)  # type: ignore[attr-defined]
+    # Open through three failed renewals, with keep-alives; ended by the fourth.
+    assert stream.renewals == 4
+    assert len(chunks) >= 4
+    assert caplog.text.count("Could not renew a stream; it stays open") == 1

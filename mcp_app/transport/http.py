@@ -76,7 +76,8 @@ class Call:
     """A request whose notifications may stream before its final message.
 
     ``run(emit)`` returns ``(status, final_event)``; every ``Event`` that ``emit`` receives
-    goes out first. The view decides from the first thing produced whether to answer with
+    goes out first; a final event without a message (a cancelled request) ends the stream
+    unanswered. The view decides from the first thing produced whether to answer with
     plain JSON (nothing was emitted) or with an event stream. With a ``log`` the stream is
     resumable: its events are numbered and kept, and the handler may let go of the connection
     (``context.close_stream()``) while it goes on.
@@ -115,10 +116,14 @@ class Call:
             self.ctx.close_hook = close
         status, final = self._run(self.ctx)
         if final is None:
-            # Cancelled by the client: no response. A resumable stream records where it
-            # ends, so a client resuming it does not wait for one.
-            if self.log is not None:
-                self.log.end()
+            # Cancelled by the client: no response. A stream the client has an event id of
+            # (it streamed, or opens with a priming event) records where it ends, so a
+            # client resuming it does not wait for one.
+            if self.log is not None and (self.streaming or self.retry_ms is not None):
+                try:
+                    self.log.end()
+                except Exception:
+                    logger.exception("Could not keep the end of a cancelled request's stream")
             return status, Event()
         return status, self.event(final) if self.streaming else Event(final)
 
@@ -298,11 +303,12 @@ class Endpoint:
             except ProtocolError as exc:
                 return error_reply(req.id, exc)
 
-        def run(ctx: RequestContext) -> tuple[int, JSON]:
+        def run(ctx: RequestContext) -> tuple[int, JSON | None]:
             return self.modern_call(req, ctx, catalog)
 
         if req.progress_token is not None or req.log_level is not None:
             return Reply(200, call=Call(run, ctx, req.id))
+        # Not a Call, so nothing cancels it: there is always a message.
         status, body = run(ctx)
         return Reply(status, body)
 
@@ -383,10 +389,16 @@ class Endpoint:
 
     def modern_call(
         self, req: modern.ModernRequest, ctx: RequestContext, catalog: Catalog
-    ) -> tuple[int, JSON]:
-        """Run one stateless request to its final message and HTTP status."""
+    ) -> tuple[int, JSON | None]:
+        """Run one stateless request to its final message and HTTP status.
+
+        The message is ``None`` when the client cancelled the request (it went away, or on
+        stdio said so): nothing answers it then, except the task a tool started, whose id the
+        client needs to follow or cancel it.
+        """
         started = time.perf_counter()
         audited = req.method in Engine.INPUT_METHODS
+        task_started = False
         try:
             if req.method in task_wire.METHODS:
                 result = self.finish(
@@ -399,6 +411,7 @@ class Endpoint:
             if isinstance(outcome, TaskWork):
                 # Audited when the task ends, as one call.
                 audited = False
+                task_started = True
                 result = modern.stamp(
                     tasks.start(self, ctx.definition, outcome, ctx, req.params),
                     self.server.options.server_info,
@@ -419,11 +432,11 @@ class Endpoint:
             self.report(exc, ctx)
             status = 500
             message = jsonrpc.error_response(req.id, InternalError("Internal error"))
+        withheld = ctx.is_cancelled and not task_started
         if audited:
             rounds = 1 if "inputResponses" in req.params else 0
-            kept = {"cancelled": True} if ctx.is_cancelled else message
-            self.audit(ctx, req.method, req.params, kept, started, rounds)
-        return status, message
+            self.audit(ctx, req.method, req.params, message, started, rounds, withheld)
+        return status, None if withheld else message
 
     def audit(
         self,
@@ -433,8 +446,13 @@ class Endpoint:
         message: JSON,
         started: float,
         rounds: int,
+        cancelled: bool = False,
     ) -> None:
-        """Record a finished tool call, resource read or prompt get in the audit trail."""
+        """Record a finished tool call, resource read or prompt get in the audit trail.
+
+        ``cancelled``: the client cancelled it, so ``message`` was not sent; the row says
+        ``cancelled``, and its error text what the handler had answered.
+        """
         if not conf.AUDIT:
             return
         result = message.get("result")
@@ -451,6 +469,10 @@ class Endpoint:
             text = " ".join(b.get("text", "") for b in blocks if isinstance(b, dict))
         else:
             outcome, text = "complete", ""
+        if cancelled and outcome != "cancelled":
+            # The work may have been done all the same: the row says how far it got.
+            text = f"Cancelled by the client; not sent: {outcome}" + (f": {text}" if text else "")
+            outcome = "cancelled"
         name = params.get("uri") if method == "resources/read" else params.get("name")
         audit.record(
             audit.Record(

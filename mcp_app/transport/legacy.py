@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import queue
+import threading
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -163,6 +166,55 @@ class SessionStream:
         return [Event(message["send"])] if "send" in message else []
 
 
+#: How long a cancel this process received is remembered for a call that had not yet begun
+#: to listen for it (the client sent it right after the request, and it overtook it).
+EARLY_CANCEL_SECONDS = 10.0
+#: Most cancels remembered; past it the oldest are forgotten.
+EARLY_CANCEL_LIMIT = 10_000
+
+
+class EarlyCancels:
+    """The cancels this process received lately, by session and request id."""
+
+    _lock: threading.Lock
+    _seen: dict[tuple[str, str], float]
+
+    def __init__(self) -> None:
+        self.forked()
+
+    def forked(self) -> None:
+        """Start empty (also in a forked child: the parent's lock may have been held)."""
+        self._lock = threading.Lock()
+        self._seen = {}
+
+    @staticmethod
+    def _key(session_id: str, request_id: Any) -> tuple[str, str]:
+        # By JSON text: the id 1 and the id "1" are two requests.
+        return session_id, json.dumps(request_id, sort_keys=True, default=str)
+
+    def add(self, session_id: str, request_id: Any) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if len(self._seen) >= EARLY_CANCEL_LIMIT:
+                fresh = now - EARLY_CANCEL_SECONDS
+                self._seen = {k: t for k, t in self._seen.items() if t > fresh}
+                while len(self._seen) >= EARLY_CANCEL_LIMIT:
+                    del self._seen[next(iter(self._seen))]
+            self._seen[self._key(session_id, request_id)] = now
+
+    def taken(self, session_id: str, request_id: Any) -> bool:
+        """Whether the request was cancelled lately (forgetting it: an id is used once)."""
+        if not self._seen:
+            return False
+        with self._lock:
+            when = self._seen.pop(self._key(session_id, request_id), None)
+        return when is not None and time.monotonic() - when < EARLY_CANCEL_SECONDS
+
+
+early_cancels = EarlyCancels()
+os.register_at_fork(after_in_child=early_cancels.forked)
+
+
 class Resume:
     """A GET with ``Last-Event-ID``: the rest of a request's stream, replayed then followed."""
 
@@ -190,10 +242,12 @@ class Resume:
     def ending(self) -> list[Event]:
         return []
 
-    renews = False
+    renews = True
 
     def renew(self) -> bool:
-        return True
+        """Keep the session alive while its client follows the stream; ``False`` once it is
+        gone (the call, running nowhere any more, would never end the stream)."""
+        return sessions.store().get(self.session_id) is not None
 
     def closed(self) -> None:
         pass
@@ -366,6 +420,7 @@ class LegacyEndpoint:
         if method == "notifications/initialized":
             sessions.store().update(session.id, initialized=True)
         elif method == "notifications/cancelled" and "requestId" in params:
+            early_cancels.add(session.id, params["requestId"])
             tell(self.server.channel(f"session:{session.id}"), {"cancel": params["requestId"]})
 
     def request(self, message: JSON, session: sessions.SessionData, incoming: Incoming) -> Reply:
@@ -524,6 +579,8 @@ class LegacyEndpoint:
                 inbox.put(message)
 
         unsubscribe = backend().subscribe([self.server.channel(f"session:{session.id}")], sink)
+        if early_cancels.taken(session.id, request_id):
+            ctx.cancelled.set()
         started = time.perf_counter()
         rounds = 0
         try:
@@ -550,8 +607,7 @@ class LegacyEndpoint:
         # However far the request got, a client that cancelled it reads no response.
         withheld = ctx.is_cancelled
         if method in Engine.INPUT_METHODS:
-            audited = {"cancelled": True} if withheld else message
-            self.endpoint.audit(ctx, method, params, audited, started, rounds)
+            self.endpoint.audit(ctx, method, params, message, started, rounds, withheld)
         return None if withheld else message
 
     def ask(

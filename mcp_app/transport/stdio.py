@@ -132,7 +132,8 @@ class StdioServer:
         params = message.get("params") or {}
         if message["method"] == "notifications/cancelled":
             request_id = params.get("requestId")
-            ctx = self._calls.get(request_id)
+            # Its id is free at once: the client waits for no answer to it.
+            ctx = self._calls.pop(request_id, None)
             if ctx is not None:
                 ctx.cancelled.set()
             if self.session is not None:
@@ -158,15 +159,22 @@ class StdioServer:
             self.modern_request(message)
 
     @contextlib.contextmanager
-    def _answering(self, request_id: Any) -> Iterator[Callable[[JSON | None], None]]:
+    def _answering(
+        self, request_id: Any, ctx: RequestContext
+    ) -> Iterator[Callable[[JSON | None], None]]:
         """A call's thread: whatever ends it, the call is answered and forgotten.
 
         Yields the function that sends the final message, after forgetting the id, so a
         client may use the id again as soon as it has the answer.
         """
 
+        def forget() -> None:
+            # A cancelled call's id may already be another request's.
+            if self._calls.get(request_id) is ctx:
+                del self._calls[request_id]
+
         def answer(final: JSON | None) -> None:
-            self._calls.pop(request_id, None)
+            forget()
             if final is not None:  # None: the client cancelled the request
                 self.write(final)
 
@@ -174,11 +182,12 @@ class StdioServer:
             yield answer
         except BaseException as exc:  # SystemExit too: it would only end this thread
             logger.error("Error answering request %r", request_id, exc_info=exc)
-            with contextlib.suppress(Exception):
-                error = jsonrpc.InternalError("Internal error")
-                self.write(jsonrpc.error_response(request_id, error))
+            if not ctx.is_cancelled:
+                with contextlib.suppress(Exception):
+                    error = jsonrpc.InternalError("Internal error")
+                    self.write(jsonrpc.error_response(request_id, error))
         finally:
-            self._calls.pop(request_id, None)
+            forget()
 
     def _spawn(self, target: Callable[[], None]) -> None:
         def run() -> None:
@@ -217,9 +226,9 @@ class StdioServer:
         self._calls[req.id] = ctx
 
         def run() -> None:
-            with self._answering(req.id) as answer:
+            with self._answering(req.id, ctx) as answer:
                 _status, final = self.endpoint.modern_call(req, ctx, catalog)
-                answer(None if ctx.is_cancelled else final)
+                answer(final)
 
         self._spawn(run)
 
@@ -291,7 +300,7 @@ class StdioServer:
         catalog = self.server.catalog()
 
         def run() -> None:
-            with self._answering(request_id) as answer:
+            with self._answering(request_id, ctx) as answer:
                 answer(self.endpoint.legacy.call(request_id, method, params, ctx, catalog, session))
 
         self._spawn(run)

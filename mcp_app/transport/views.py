@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from ..server import Server
 
 logger = logging.getLogger("django.request")
+mcp_logger = logging.getLogger("mcp_app")
 
 _FINAL = "final"
 _EVENT = "event"
@@ -314,7 +315,7 @@ def _settle(first: asyncio.Future[Item], item: Item) -> None:
     if not first.done():
         first.set_result(item)
     elif item[0] == _CALL:
-        item[1][0].cancel()  # nobody waits for it any more: the client went away
+        _left(item[1][0])  # nobody waits for it any more: the client went away
 
 
 def _broken(first: asyncio.Future[Item], error: BaseException) -> None:
@@ -401,7 +402,7 @@ async def respond(
         else:
             kind, payload = await _unless_gone(items.aget(), gone)
     except (asyncio.CancelledError, ClientGone):
-        call.cancel()  # the client went away before the call produced anything
+        _left(call)  # the client went away before the call produced anything
         raise
     if kind == _FAILED:
         return _failed(payload)
@@ -456,7 +457,6 @@ async def _listen_chunks(stream: Stream) -> AsyncGenerator[bytes, None]:
         # The client went away while its thread subscribed: close the stream once it is open.
         opening.add_done_callback(_abandoned)
         raise
-    renewed = time.monotonic()
     try:
         while True:
             for chunk in chunks:
@@ -467,12 +467,13 @@ async def _listen_chunks(stream: Stream) -> AsyncGenerator[bytes, None]:
                 for chunk in relay.ending():
                     yield chunk
                 return
-            if stream.renews and time.monotonic() - renewed >= conf.KEEPALIVE_SECONDS:
-                renewed = time.monotonic()
-                if not await sync_to_async(_renewed, thread_sensitive=False)(stream):
-                    return
+            if (
+                relay.renewal_due()
+                and not await sync_to_async(relay.renew, thread_sensitive=False)()
+            ):
+                return
             try:
-                chunks = relay.feed(*await relay.items.aget(conf.KEEPALIVE_SECONDS))
+                chunks = relay.feed(*await relay.items.aget(relay.wait()))
             except Empty:
                 chunks = [sse.comment()]
     finally:
@@ -512,17 +513,6 @@ def _open_listen(stream: Stream) -> tuple[_ListenRelay, list[bytes]]:
         close_old_connections()
 
 
-def _renewed(stream: Stream) -> bool:
-    """``stream.renew()``, its connection let go of after; a failure keeps the stream open."""
-    try:
-        return stream.renew()
-    except Exception:
-        logger.exception("Error renewing a stream")
-        return True
-    finally:
-        close_old_connections()
-
-
 def _closed(stream: Stream) -> None:
     """``stream.closed()`` in a pool thread, whose connection is let go of after."""
     try:
@@ -555,11 +545,16 @@ class _CallRelay:
         return [event.encode()] if event.message is not None else []
 
     def finish(self) -> None:
-        # A client that went away cancels the call, unless it can resume the stream (an
-        # initialize-era call, whose events are kept): there a client cancels by saying so.
         # A call the server let go of goes on.
-        if not self.released and self.call.log is None:
-            self.call.cancel()
+        if not self.released:
+            _left(self.call)
+
+
+def _left(call: Call) -> None:
+    """The client went away from ``call``: that cancels it, unless the client may resume its
+    stream (an initialize-era call, whose events are kept): there a client cancels by saying so."""
+    if call.log is None:
+        call.cancel()
 
 
 #: Most deliveries a long-lived stream holds for a client that has read nothing for
@@ -577,7 +572,42 @@ class _ListenRelay:
         self.items = Pipe()
         self.overflowed = False
         self.read_at = time.monotonic()
+        self.renewed = self.read_at
+        self.renew_failing = False
         self.unsubscribe = backend().subscribe(stream.channels, self._delivered)
+
+    def renewal_due(self) -> bool:
+        """Whether to renew the stream now (``KEEPALIVE_SECONDS`` after the last time)."""
+        if not self.stream.renews:
+            return False
+        now = time.monotonic()
+        if now - self.renewed < conf.KEEPALIVE_SECONDS:
+            return False
+        self.renewed = now
+        return True
+
+    def wait(self) -> float:
+        """How long to wait for a delivery before a keep-alive, or the next renewal."""
+        if not self.stream.renews:
+            return conf.KEEPALIVE_SECONDS
+        return max(0.0, self.renewed + conf.KEEPALIVE_SECONDS - time.monotonic())
+
+    def renew(self) -> bool:
+        """``stream.renew()`` in a thread that may query, its connection let go of after.
+
+        A failure (the database is down) keeps the stream open, and is logged once a stream.
+        """
+        try:
+            alive = self.stream.renew()
+        except Exception:
+            if not self.renew_failing:
+                self.renew_failing = True
+                mcp_logger.warning("Could not renew a stream; it stays open", exc_info=True)
+            return True
+        finally:
+            close_old_connections()
+        self.renew_failing = False
+        return alive
 
     def _delivered(self, channel: str, message: dict[str, Any]) -> None:
         if (
@@ -675,7 +705,6 @@ def _stream_sync_call(call: Call) -> HttpResponseBase:
 def _stream_sync_listen(stream: Stream) -> HttpResponseBase:
     def body() -> Iterator[bytes]:
         relay = _ListenRelay(stream)
-        renewed = time.monotonic()
         try:
             # The request's own thread: Django closes its connection when the request ends.
             chunks = relay.start(stream.backlog())
@@ -686,12 +715,10 @@ def _stream_sync_listen(stream: Stream) -> HttpResponseBase:
                 if relay.overflowed:
                     yield from relay.ending()
                     return
-                if stream.renews and time.monotonic() - renewed >= conf.KEEPALIVE_SECONDS:
-                    renewed = time.monotonic()
-                    if not _renewed(stream):
-                        return
+                if relay.renewal_due() and not relay.renew():
+                    return
                 try:
-                    chunks = relay.feed(*relay.items.get(conf.KEEPALIVE_SECONDS))
+                    chunks = relay.feed(*relay.items.get(relay.wait()))
                 except Empty:
                     chunks = [sse.comment()]
         finally:
