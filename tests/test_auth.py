@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
@@ -709,6 +710,87 @@ def test_updates_of_a_resource_the_caller_may_not_read_never_reach_it(
     assert [n["params"]["uri"] for n in seen["notifications"]] == ["memo://open"]
     told = member.listen(wanted, count=2, timeout=3, during=both_change)
     assert [n["params"]["uri"] for n in told["notifications"]] == ["memo://secret", "memo://open"]
+
+
+@pytest.mark.parametrize("version", ["2026-07-28", "2025-11-25"])
+def test_a_resource_restricted_while_the_client_listens_is_no_longer_announced(
+    mcp: Any, version: str
+) -> None:
+    mcp(KEEPALIVE_SECONDS=0.1)
+    uri = "memo://restricted-later"
+    client = MCPClient(guarded, user=make_user("ada"), versions=[version])
+
+    def text(context: Any) -> str:
+        return "for now"
+
+    def restrict() -> None:
+        guarded.remove_resource(uri)
+        guarded.add_resource(text, uri=uri, name="restricted-later", permission=lambda u: False)
+        time.sleep(0.4)  # the stream's next renewal finds the resource hidden
+        guarded.notify_resource_updated(uri)
+        guarded.notify_resource_updated("memo://open")
+
+    guarded.add_resource(text, uri=uri, name="restricted-later")
+    try:
+        wanted = {"resourceSubscriptions": [uri, "memo://open"]}
+        told = client.listen(wanted, count=1, timeout=3, during=restrict)
+    finally:
+        guarded.remove_resource(uri)
+    # Readable when the stream opened, and subscribed to: the update after it was restricted
+    # is not sent (the one of the resource still open to all is).
+    assert [n["params"]["uri"] for n in told["notifications"]] == ["memo://open"]
+
+
+@pytest.mark.parametrize("version", ["2026-07-28", "2025-11-25"])
+def test_a_caller_who_loses_a_permission_while_listening_is_no_longer_told(
+    mcp: Any, version: str
+) -> None:
+    mcp(KEEPALIVE_SECONDS=0.1)
+    uri = "memo://for-holders"
+    holder = make_user("grace")
+    granted = Permission.objects.get(codename="view_group")
+    holder.user_permissions.add(granted)
+    client = MCPClient(guarded, user=holder, versions=[version])
+
+    def text(context: Any) -> str:
+        return "for holders"
+
+    def revoke() -> None:
+        holder.user_permissions.remove(granted)
+        time.sleep(0.4)  # the stream's next renewal reads the user again
+        guarded.notify_resource_updated(uri)
+        guarded.notify_resource_updated("memo://open")
+
+    guarded.add_resource(text, uri=uri, name="for-holders", permission="auth.view_group")
+    try:
+        wanted = {"resourceSubscriptions": [uri, "memo://open"]}
+        told = client.listen(wanted, count=1, timeout=3, during=revoke)
+    finally:
+        guarded.remove_resource(uri)
+    assert [n["params"]["uri"] for n in told["notifications"]] == ["memo://open"]
+
+
+def test_a_listened_to_resource_opened_to_the_caller_later_is_announced(mcp: Any) -> None:
+    mcp(KEEPALIVE_SECONDS=0.1)
+    uri = "memo://opened-later"
+    client = MCPClient(guarded, user=make_user("ada"))
+
+    def text(context: Any) -> str:
+        return "now for all"
+
+    def open_up() -> None:
+        guarded.remove_resource(uri)
+        guarded.add_resource(text, uri=uri, name="opened-later")
+        time.sleep(0.4)  # the stream's next renewal finds the resource readable
+        guarded.notify_resource_updated(uri)
+
+    guarded.add_resource(text, uri=uri, name="opened-later", permission=lambda u: False)
+    try:
+        wanted = {"resourceSubscriptions": [uri]}
+        told = client.listen(wanted, count=1, timeout=3, during=open_up)
+    finally:
+        guarded.remove_resource(uri)
+    assert [n["params"]["uri"] for n in told["notifications"]] == [uri]
 
 
 def test_with_subscriptions_off_a_hidden_resource_is_refused_like_any_other() -> None:

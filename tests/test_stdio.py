@@ -288,6 +288,61 @@ def test_a_cancelled_requests_id_is_free_at_once() -> None:
     assert [a["result"]["content"][0]["text"] for a in answers] == ["quick"]
 
 
+def test_an_initialize_era_subscription_to_a_hidden_resource_tells_nothing() -> None:
+    own = mcp_app.Server("stdio-hidden", rows=False)
+
+    @own.resource("memo://hidden", name="hidden", permission=lambda user: False)
+    def hidden(context: Any) -> str:
+        return "hidden"
+
+    @own.resource("memo://open", name="open")
+    def opened(context: Any) -> str:
+        return "open"
+
+    @own.tool()
+    def poke(arguments: dict[str, Any], context: Any) -> str:
+        own.notify_resource_updated("memo://hidden")
+        own.notify_resource_updated("memo://open")
+        return "poked"
+
+    def subscribe(request_id: int, uri: str) -> dict[str, Any]:
+        params = {"uri": uri}
+        return {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "method": "resources/subscribe",
+            "params": params,
+        }
+
+    poking = {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "poke"}}
+    messages = [initialize(), subscribe(2, "memo://hidden"), subscribe(3, "memo://open"), poking]
+    out = Lines()
+
+    class Input(io.StringIO):
+        """The messages, then the end of input once the updates had time to arrive."""
+
+        def readline(self, size: int | None = -1) -> str:
+            line = super().readline(size)
+            if not line:
+                deadline = time.monotonic() + 3
+                while "memo://open" not in out.getvalue() and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                time.sleep(0.1)  # and a little longer, for an update that should not come
+            return line
+
+    try:
+        StdioServer(own, Input("".join(json.dumps(m) + "\n" for m in messages)), out).serve()
+    finally:
+        mcp_app.server.servers.pop("stdio-hidden", None)
+    answers = by_id(out.messages())
+    # Both subscriptions are acknowledged alike; only the readable resource is announced.
+    assert answers[2]["result"] == answers[3]["result"] == {}
+    updated = [
+        m["params"]["uri"] for m in out.messages() if m.get("method", "").endswith("updated")
+    ]
+    assert updated == ["memo://open"]
+
+
 def test_initialize_era_session_and_set_level() -> None:
     init = initialize("2025-06-18")
     out = by_id(

@@ -1508,6 +1508,69 @@ def test_a_get_stream_ends_when_its_session_is_gone(session: LegacySession) -> N
     assert [event.message for event in stream.until_end(timeout=3) if event.message] == []
 
 
+def test_a_subscribed_resource_restricted_later_is_no_longer_announced(
+    session: LegacySession,
+) -> None:
+    uri = "test://restricted-later"
+
+    def text(context: RequestContext) -> str:
+        return "for now"
+
+    mcp_app.site.add_resource(text, uri=uri, name="restricted_later")
+    try:
+        session.result_of("resources/subscribe", {"uri": uri})
+        session.result_of("resources/subscribe", {"uri": WATCHED})
+        stream = session.listen()
+        mcp_app.site.notify_resource_updated(uri)
+        assert stream.next_message()["params"] == {"uri": uri}
+        mcp_app.site.remove_resource(uri)
+        mcp_app.site.add_resource(text, uri=uri, name="restricted_later", permission=never)
+        # At once: the change of resources makes the stream check again before it goes on.
+        mcp_app.site.notify_resource_updated(uri)
+        mcp_app.site.notify_resource_updated(WATCHED)
+        updated = stream.next_message()
+        while updated["method"] == "notifications/resources/list_changed":
+            updated = stream.next_message()
+        # The update of the restricted resource was not sent; the next one was.
+        assert updated["params"] == {"uri": WATCHED}
+    finally:
+        mcp_app.site.remove_resource(uri)
+
+
+def never(user: Any) -> bool:
+    return False
+
+
+def broken(user: Any) -> bool:
+    raise RuntimeError("the permission check failed")
+
+
+def test_a_resource_whose_access_cannot_be_checked_is_held_back_and_the_stream_goes_on(
+    session: LegacySession, caplog: pytest.LogCaptureFixture
+) -> None:
+    uri = "test://unsure"
+
+    def text(context: RequestContext) -> str:
+        return "unsure"
+
+    mcp_app.site.add_resource(text, uri=uri, name="unsure")
+    try:
+        session.result_of("resources/subscribe", {"uri": uri})
+        session.result_of("resources/subscribe", {"uri": WATCHED})
+        stream = session.listen()
+        mcp_app.site.remove_resource(uri)
+        mcp_app.site.add_resource(text, uri=uri, name="unsure", permission=broken)
+        mcp_app.site.notify_resource_updated(uri)
+        mcp_app.site.notify_resource_updated(WATCHED)
+        updated = stream.next_message()
+        while updated["method"] == "notifications/resources/list_changed":
+            updated = stream.next_message()
+        assert updated["params"] == {"uri": WATCHED}
+        assert f"Could not check access to {uri}; its updates are held back" in caplog.text
+    finally:
+        mcp_app.site.remove_resource(uri)
+
+
 def test_session_outbox_messages_go_out_on_the_get_stream(session: LegacySession) -> None:
     stream = session.listen()
     outbox = mcp_app.site.channel(f"outbox:{session.id}")

@@ -92,6 +92,7 @@ class _SlowStream:
         self.closed_calls += 1
 
     renews = False
+    stale = False
 
     def renew(self) -> bool:
         return True

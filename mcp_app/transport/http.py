@@ -35,7 +35,7 @@ from ..protocol.tasks import TaskWork
 from ..registry import Catalog, ToolDef
 from . import sse
 from .legacy import LegacyEndpoint, Resume, SessionStream, is_legacy
-from .listen import Listen
+from .listen import Listen, hidden_uris
 from .sse import Event
 
 if TYPE_CHECKING:
@@ -360,7 +360,6 @@ class Endpoint:
             def own_tasks(task_ids: list[str]) -> list[str]:
                 return tasks.owned(self.server.name, request_state.caller_id(user), task_ids)
 
-        ctx = self.context(req, user)
         return Listen(
             self.server,
             req.id,
@@ -368,7 +367,9 @@ class Endpoint:
             options.capabilities(catalog),
             lists_may_change=options.list_changed,
             own_tasks=own_tasks,
-            hidden=lambda uri: self.engine.hides(uri, ctx, catalog),
+            hides=lambda uris: hidden_uris(
+                self.server, uris, lambda fresh: self.context(req, fresh), user
+            ),
         )
 
     def discover(self, catalog: Catalog) -> JSON:

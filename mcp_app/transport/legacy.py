@@ -30,7 +30,7 @@ from ..protocol.jsonrpc import (
 from ..protocol.tasks import TaskWork
 from ..registry import Catalog
 from ..state import caller_id
-from .listen import KIND_TO_FILTER, LISTS
+from .listen import KIND_TO_FILTER, LISTS, RESOURCE_KINDS, hidden_uris
 from .sse import Event
 
 if TYPE_CHECKING:
@@ -85,10 +85,18 @@ def _error(request_id: Any, exc: ProtocolError) -> JSON:
 class SessionStream:
     """A session's GET stream: list changes and updates of the resources it subscribed to."""
 
-    def __init__(self, endpoint: LegacyEndpoint, session: sessions.SessionData) -> None:
+    def __init__(
+        self, endpoint: LegacyEndpoint, session: sessions.SessionData, user: Any = None
+    ) -> None:
+        self.endpoint = endpoint
         self.server = endpoint.server
         self.session = session
+        self.user = user
         self.subscriptions = set(session.subscriptions)
+        #: Subscribed resources the caller may no longer read (found at each renewal, and at
+        #: once after a change of resources: ``stale``): their updates are not sent.
+        self.hidden: frozenset[str] = frozenset()
+        self.stale = False
         self.token = uuid.uuid4().hex
         #: Each message goes on one stream: the session's newest open GET stream.
         self.active = True
@@ -109,10 +117,21 @@ class SessionStream:
         return []
 
     def backlog(self) -> list[Event]:
+        self.hidden = self._hidden()
         backend().publish(
             self.server.channel(f"outbox:{self.session.id}"), {"takeover": self.token}
         )
         return []
+
+    def _hidden(self) -> frozenset[str]:
+        """The subscribed URIs of resources the caller may not read now (made or restricted
+        since it subscribed)."""
+        return hidden_uris(
+            self.server,
+            self.subscriptions,
+            lambda user: self.endpoint.context(self.session, "resources/subscribe", {}, user),
+            self.user,
+        )
 
     def ending(self) -> list[Event]:
         return []
@@ -120,9 +139,13 @@ class SessionStream:
     renews = True
 
     def renew(self) -> bool:
-        """Keep the session alive while its client listens; ``False`` once it is gone (ended
-        elsewhere, or cleaned away)."""
-        return sessions.store().get(self.session.id) is not None
+        """Keep the session alive while its client listens, and check again which subscribed
+        resources the caller may read; ``False`` once the session is gone (ended elsewhere,
+        or cleaned away)."""
+        if sessions.store().get(self.session.id) is None:
+            return False
+        self.hidden = self._hidden()
+        return True
 
     def closed(self) -> None:
         """Tell the session's other GET streams this one is gone."""
@@ -154,11 +177,13 @@ class SessionStream:
         if not self.active:
             return []
         if channel == self.server.channel("lists"):
-            keys = {KIND_TO_FILTER.get(kind) for kind in message.get("kinds", ())}
+            kinds = set(message.get("kinds", ()))
+            self.stale = self.stale or bool(self.subscriptions and kinds & RESOURCE_KINDS)
+            keys = {KIND_TO_FILTER.get(kind) for kind in kinds}
             return [Event(jsonrpc.notification(method)) for key, _, method in LISTS if key in keys]
         if channel == self.server.channel("updated"):
             uri = message.get("uri")
-            if uri in self.subscriptions:
+            if uri in self.subscriptions and uri not in self.hidden:
                 return [
                     Event(jsonrpc.notification("notifications/resources/updated", {"uri": uri}))
                 ]
@@ -243,6 +268,7 @@ class Resume:
         return []
 
     renews = True
+    stale = False
 
     def renew(self) -> bool:
         """Keep the session alive while its client follows the stream; ``False`` once it is
@@ -355,7 +381,7 @@ class LegacyEndpoint:
             if parsed is None or events_from(session.id, *parsed) is None:
                 return error_reply(None, InvalidRequest("Unknown Last-Event-ID"), 400)
             return Reply(200, listen=Resume(self.server, session.id, parsed[0], parsed[1], None))
-        return Reply(200, listen=SessionStream(self, session))
+        return Reply(200, listen=SessionStream(self, session, incoming.user))
 
     def delete(self, incoming: Incoming) -> Reply:
         from .http import Reply

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..protocol import jsonrpc, tasks, versions
+from ..protocol.context import RequestContext
 from ..protocol.jsonrpc import InvalidParams
 from .sse import Event
 
 if TYPE_CHECKING:
     from ..server import Server
+
+logger = logging.getLogger("mcp_app")
 
 JSON = dict[str, Any]
 
@@ -29,6 +33,60 @@ KIND_TO_FILTER = {
 }
 
 
+#: Kinds of definition whose change may change which resources a caller may read.
+RESOURCE_KINDS = frozenset({"resources", "templates"})
+
+
+def fresh_user(user: Any) -> Any:
+    """``user`` as stored now (its permissions, groups and ``is_active`` read again), or an
+    anonymous user once deleted; a user that is no row of the user model (an anonymous
+    user, a JWT's ``TokenUser``) as it is."""
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import AnonymousUser
+
+    model = get_user_model()
+    if not isinstance(user, model) or user.pk is None:
+        return user
+    found = model._default_manager.filter(pk=user.pk).first()
+    return AnonymousUser() if found is None else found
+
+
+def hidden_uris(
+    server: Server,
+    uris: Iterable[str],
+    context: Callable[[Any], RequestContext],
+    user: Any,
+) -> frozenset[str]:
+    """Which of ``uris`` name a resource, or match a template, that ``user`` may not read now.
+
+    ``context(user)`` makes the context the permission checks read. Where the check cannot
+    be made (the catalog or a permission callable fails), the URI is hidden: its updates are
+    held back until a check succeeds. Queries: not for the event loop.
+    """
+    uris = list(uris)
+    if not uris:
+        return frozenset()
+    try:
+        catalog = server.catalog()
+        if not catalog.restricted:
+            return frozenset()
+        ctx = context(fresh_user(user))
+    except Exception:
+        logger.warning("Could not check access to subscribed resources", exc_info=True)
+        return frozenset(uris)
+    hidden = set()
+    for uri in uris:
+        try:
+            if server.engine.hides(uri, ctx, catalog):
+                hidden.add(uri)
+        except Exception:
+            logger.warning(
+                "Could not check access to %s; its updates are held back", uri, exc_info=True
+            )
+            hidden.add(uri)
+    return frozenset(hidden)
+
+
 class Listen:
     """One open ``subscriptions/listen`` request: its filter, channels, and message mapping."""
 
@@ -40,14 +98,15 @@ class Listen:
         capabilities: JSON,
         lists_may_change: bool = False,
         own_tasks: Callable[[list[str]], list[str]] | None = None,
-        hidden: Callable[[str], bool] | None = None,
+        hides: Callable[[list[str]], frozenset[str]] | None = None,
     ) -> None:
         """Listen as ``requested``, for what ``capabilities`` offer; with ``lists_may_change``,
         a list empty now (so not in the capabilities) is listened to as well, since a
         definition added later is announced. ``own_tasks`` (for a client that follows tasks)
-        keeps the requested ``taskIds`` that are the caller's. ``hidden(uri)``: whether the URI
-        is a resource the caller may not read, whose updates it is then never sent (its
-        subscription is acknowledged all the same, as for a URI that names nothing yet).
+        keeps the requested ``taskIds`` that are the caller's. ``hides(uris)``: which URIs name
+        resources the caller may not read, whose updates it is then not sent (their
+        subscription is acknowledged all the same, as for URIs that name nothing yet); asked
+        again at each renewal of the stream.
 
         Raises:
             InvalidParams: the filter is not an object of the documented shape.
@@ -77,11 +136,13 @@ class Listen:
         self.server = server
         self.request_id = request_id
         self.honoured = honoured
-        self._uris = frozenset(
-            uri
-            for uri in honoured.get("resourceSubscriptions", ())
-            if hidden is None or not hidden(uri)
-        )
+        self._hides = hides
+        #: With resources to hide, which ones is found again at each renewal, and at once after
+        #: a change of resources (``stale``): one made or restricted since is not announced to
+        #: a caller who may not read it.
+        self.renews = hides is not None and bool(honoured.get("resourceSubscriptions"))
+        self.stale = False
+        self._uris = self._visible()
         self._task_channels = frozenset(
             server.channel(f"task:{task_id}") for task_id in honoured.get("taskIds", ())
         )
@@ -89,9 +150,10 @@ class Listen:
     @property
     def channels(self) -> list[str]:
         names = []
-        if any(key in self.honoured for key, _, _ in LISTS):
+        if self.renews or any(key in self.honoured for key, _, _ in LISTS):
             names.append(self.server.channel("lists"))
-        if self._uris:
+        if self.honoured.get("resourceSubscriptions"):
+            # Even when all are hidden now: one may be readable at the next renewal.
             names.append(self.server.channel("updated"))
         return names + sorted(self._task_channels)
 
@@ -101,12 +163,18 @@ class Listen:
         return jsonrpc.notification(method, body)
 
     finished = False
-    renews = False
+
+    def _visible(self) -> frozenset[str]:
+        uris: list[str] = list(self.honoured.get("resourceSubscriptions", ()))
+        if self._hides is None:
+            return frozenset(uris)
+        return frozenset(uris) - self._hides(uris)
 
     def closed(self) -> None:
         pass
 
     def renew(self) -> bool:
+        self._uris = self._visible()
         return True
 
     def opening(self) -> list[Event]:
@@ -130,7 +198,9 @@ class Listen:
     def notifications(self, channel: str, message: JSON) -> list[Event]:
         """What a delivered message means for this stream (often nothing)."""
         if channel == self.server.channel("lists"):
-            keys = {KIND_TO_FILTER.get(kind) for kind in message.get("kinds", ())}
+            kinds = set(message.get("kinds", ()))
+            self.stale = self.stale or (self.renews and bool(kinds & RESOURCE_KINDS))
+            keys = {KIND_TO_FILTER.get(kind) for kind in kinds}
             return [
                 Event(self._tagged(method))
                 for key, _, method in LISTS

@@ -73,6 +73,8 @@ class Stream(Protocol):
 
     #: Whether ``renew()`` does anything: only then is it called, in a pool thread.
     renews: bool
+    #: Set by a delivery that makes the next renewal due at once.
+    stale: bool
 
     def renew(self) -> bool:
         """Whether the stream may go on; called every ``KEEPALIVE_SECONDS`` in a thread that
@@ -577,13 +579,14 @@ class _ListenRelay:
         self.unsubscribe = backend().subscribe(stream.channels, self._delivered)
 
     def renewal_due(self) -> bool:
-        """Whether to renew the stream now (``KEEPALIVE_SECONDS`` after the last time)."""
+        """Whether to renew the stream now: ``KEEPALIVE_SECONDS`` after the last time, or at
+        once when a delivery made it stale."""
         if not self.stream.renews:
             return False
         now = time.monotonic()
-        if now - self.renewed < conf.KEEPALIVE_SECONDS:
+        if now - self.renewed < conf.KEEPALIVE_SECONDS and not self.stream.stale:
             return False
-        self.renewed = now
+        self.renewed, self.stream.stale = now, False
         return True
 
     def wait(self) -> float:
