@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -712,6 +712,24 @@ def test_updates_of_a_resource_the_caller_may_not_read_never_reach_it(
     assert [n["params"]["uri"] for n in told["notifications"]] == ["memo://secret", "memo://open"]
 
 
+def told_while(
+    client: MCPClient, uri: str, during: Callable[[], Any], **resource: Any
+) -> list[str]:
+    """The URIs ``client`` is told of, listening to ``uri`` and ``memo://open``, while
+    ``during()`` runs; ``uri`` is a resource of ``guarded`` (with ``resource`` options) meanwhile."""
+    guarded.add_resource(memo_text, uri=uri, name=uri.rpartition("/")[2], **resource)
+    try:
+        wanted = {"resourceSubscriptions": [uri, "memo://open"]}
+        told = client.listen(wanted, count=1, timeout=3, during=during)
+    finally:
+        guarded.remove_resource(uri)
+    return [n["params"]["uri"] for n in told["notifications"]]
+
+
+def memo_text(context: Any) -> str:
+    return "a memo"
+
+
 @pytest.mark.parametrize("version", ["2026-07-28", "2025-11-25"])
 def test_a_resource_restricted_while_the_client_listens_is_no_longer_announced(
     mcp: Any, version: str
@@ -720,25 +738,16 @@ def test_a_resource_restricted_while_the_client_listens_is_no_longer_announced(
     uri = "memo://restricted-later"
     client = MCPClient(guarded, user=make_user("ada"), versions=[version])
 
-    def text(context: Any) -> str:
-        return "for now"
-
     def restrict() -> None:
         guarded.remove_resource(uri)
-        guarded.add_resource(text, uri=uri, name="restricted-later", permission=lambda u: False)
+        guarded.add_resource(memo_text, uri=uri, name="later", permission=lambda u: False)
         time.sleep(0.4)  # the stream's next renewal finds the resource hidden
         guarded.notify_resource_updated(uri)
         guarded.notify_resource_updated("memo://open")
 
-    guarded.add_resource(text, uri=uri, name="restricted-later")
-    try:
-        wanted = {"resourceSubscriptions": [uri, "memo://open"]}
-        told = client.listen(wanted, count=1, timeout=3, during=restrict)
-    finally:
-        guarded.remove_resource(uri)
     # Readable when the stream opened, and subscribed to: the update after it was restricted
     # is not sent (the one of the resource still open to all is).
-    assert [n["params"]["uri"] for n in told["notifications"]] == ["memo://open"]
+    assert told_while(client, uri, restrict) == ["memo://open"]
 
 
 @pytest.mark.parametrize("version", ["2026-07-28", "2025-11-25"])
@@ -752,22 +761,13 @@ def test_a_caller_who_loses_a_permission_while_listening_is_no_longer_told(
     holder.user_permissions.add(granted)
     client = MCPClient(guarded, user=holder, versions=[version])
 
-    def text(context: Any) -> str:
-        return "for holders"
-
     def revoke() -> None:
         holder.user_permissions.remove(granted)
         time.sleep(0.4)  # the stream's next renewal reads the user again
         guarded.notify_resource_updated(uri)
         guarded.notify_resource_updated("memo://open")
 
-    guarded.add_resource(text, uri=uri, name="for-holders", permission="auth.view_group")
-    try:
-        wanted = {"resourceSubscriptions": [uri, "memo://open"]}
-        told = client.listen(wanted, count=1, timeout=3, during=revoke)
-    finally:
-        guarded.remove_resource(uri)
-    assert [n["params"]["uri"] for n in told["notifications"]] == ["memo://open"]
+    assert told_while(client, uri, revoke, permission="auth.view_group") == ["memo://open"]
 
 
 def test_a_listened_to_resource_opened_to_the_caller_later_is_announced(mcp: Any) -> None:
@@ -775,22 +775,13 @@ def test_a_listened_to_resource_opened_to_the_caller_later_is_announced(mcp: Any
     uri = "memo://opened-later"
     client = MCPClient(guarded, user=make_user("ada"))
 
-    def text(context: Any) -> str:
-        return "now for all"
-
     def open_up() -> None:
         guarded.remove_resource(uri)
-        guarded.add_resource(text, uri=uri, name="opened-later")
+        guarded.add_resource(memo_text, uri=uri, name="opened-later")
         time.sleep(0.4)  # the stream's next renewal finds the resource readable
         guarded.notify_resource_updated(uri)
 
-    guarded.add_resource(text, uri=uri, name="opened-later", permission=lambda u: False)
-    try:
-        wanted = {"resourceSubscriptions": [uri]}
-        told = client.listen(wanted, count=1, timeout=3, during=open_up)
-    finally:
-        guarded.remove_resource(uri)
-    assert [n["params"]["uri"] for n in told["notifications"]] == [uri]
+    assert told_while(client, uri, open_up, permission=lambda u: False) == [uri]
 
 
 def test_with_subscriptions_off_a_hidden_resource_is_refused_like_any_other() -> None:

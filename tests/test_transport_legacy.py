@@ -1250,18 +1250,7 @@ def test_a_resumed_stream_ends_when_its_session_is_gone(
     session: LegacySession, temporary: Callable[..., None]
 ) -> None:
     release = threading.Event()
-
-    def hold(arguments: JSON, context: RequestContext) -> str:
-        context.close_stream()
-        release.wait(WAIT)
-        return "released"
-
-    temporary("tool", hold, name="hold_while_the_session_goes")
-    reader = session.call_streaming("hold_while_the_session_goes", request_id=23)
-    (priming,) = reader.until_end()
-    assert priming.id is not None
-    resumed = session.resume(priming.id)
-    assert resumed.next().comment == "stream open"
+    resumed, _ = resumed_held_call(session, temporary, 23, lambda context: release.wait(WAIT))
     # Cleaned away, say, while the call runs on a worker that then stops.
     Session.objects.filter(pk=session.id).delete()
     try:
@@ -1270,20 +1259,36 @@ def test_a_resumed_stream_ends_when_its_session_is_gone(
         release.set()
 
 
-def test_a_call_cancelled_after_it_let_go_of_its_stream_ends_a_resumed_stream(
-    session: LegacySession, temporary: Callable[..., None]
-) -> None:
+def resumed_held_call(
+    session: LegacySession,
+    temporary: Callable[..., None],
+    request_id: int,
+    wait: Callable[[RequestContext], Any],
+) -> tuple[StreamReader, str]:
+    """Call a tool that lets go of its stream, then waits (``wait(context)``) and answers
+    "released"; resume its stream. The resumed reader, once open, and the priming event's id."""
+
     def hold(arguments: JSON, context: RequestContext) -> str:
         context.close_stream()
-        context.cancelled.wait(WAIT)
-        return "stopped"
+        wait(context)
+        return "released"
 
-    temporary("tool", hold, name="hold_then_cancelled")
-    reader = session.call_streaming("hold_then_cancelled", request_id=18)
+    name = f"hold_for_tests_{request_id}"
+    temporary("tool", hold, name=name)
+    reader = session.call_streaming(name, request_id=request_id)
     (priming,) = reader.until_end()
     assert priming.id is not None
     resumed = session.resume(priming.id)
     assert resumed.next().comment == "stream open"
+    return resumed, priming.id
+
+
+def test_a_call_cancelled_after_it_let_go_of_its_stream_ends_a_resumed_stream(
+    session: LegacySession, temporary: Callable[..., None]
+) -> None:
+    resumed, _ = resumed_held_call(
+        session, temporary, 18, lambda context: context.cancelled.wait(WAIT)
+    )
     assert session.notify("notifications/cancelled", {"requestId": 18}).status_code == 202
     assert [event.message for event in resumed.until_end() if event.message] == []
 
@@ -1508,8 +1513,17 @@ def test_a_get_stream_ends_when_its_session_is_gone(session: LegacySession) -> N
     assert [event.message for event in stream.until_end(timeout=3) if event.message] == []
 
 
+def never(user: Any) -> bool:
+    return False
+
+
+def broken(user: Any) -> bool:
+    raise RuntimeError("the permission check failed")
+
+
+@pytest.mark.parametrize("permission", [never, broken])
 def test_a_subscribed_resource_restricted_later_is_no_longer_announced(
-    session: LegacySession,
+    session: LegacySession, permission: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     uri = "test://restricted-later"
 
@@ -1524,49 +1538,18 @@ def test_a_subscribed_resource_restricted_later_is_no_longer_announced(
         mcp_app.site.notify_resource_updated(uri)
         assert stream.next_message()["params"] == {"uri": uri}
         mcp_app.site.remove_resource(uri)
-        mcp_app.site.add_resource(text, uri=uri, name="restricted_later", permission=never)
+        mcp_app.site.add_resource(text, uri=uri, name="restricted_later", permission=permission)
         # At once: the change of resources makes the stream check again before it goes on.
         mcp_app.site.notify_resource_updated(uri)
         mcp_app.site.notify_resource_updated(WATCHED)
         updated = stream.next_message()
         while updated["method"] == "notifications/resources/list_changed":
             updated = stream.next_message()
-        # The update of the restricted resource was not sent; the next one was.
+        # The update of the restricted resource was not sent; the next one was. A check that
+        # fails holds the updates back, and the stream goes on.
         assert updated["params"] == {"uri": WATCHED}
-    finally:
-        mcp_app.site.remove_resource(uri)
-
-
-def never(user: Any) -> bool:
-    return False
-
-
-def broken(user: Any) -> bool:
-    raise RuntimeError("the permission check failed")
-
-
-def test_a_resource_whose_access_cannot_be_checked_is_held_back_and_the_stream_goes_on(
-    session: LegacySession, caplog: pytest.LogCaptureFixture
-) -> None:
-    uri = "test://unsure"
-
-    def text(context: RequestContext) -> str:
-        return "unsure"
-
-    mcp_app.site.add_resource(text, uri=uri, name="unsure")
-    try:
-        session.result_of("resources/subscribe", {"uri": uri})
-        session.result_of("resources/subscribe", {"uri": WATCHED})
-        stream = session.listen()
-        mcp_app.site.remove_resource(uri)
-        mcp_app.site.add_resource(text, uri=uri, name="unsure", permission=broken)
-        mcp_app.site.notify_resource_updated(uri)
-        mcp_app.site.notify_resource_updated(WATCHED)
-        updated = stream.next_message()
-        while updated["method"] == "notifications/resources/list_changed":
-            updated = stream.next_message()
-        assert updated["params"] == {"uri": WATCHED}
-        assert f"Could not check access to {uri}; its updates are held back" in caplog.text
+        held_back = f"Could not check access to {uri}; its updates are held back"
+        assert (held_back in caplog.text) is (permission is broken)
     finally:
         mcp_app.site.remove_resource(uri)
 
@@ -1696,19 +1679,10 @@ def test_resumed_stream_follows_the_call_live_and_skips_stale_events(
     session: LegacySession, temporary: Callable[..., None]
 ) -> None:
     release = threading.Event()
-
-    def hold(arguments: JSON, context: RequestContext) -> str:
-        context.close_stream()
-        release.wait(WAIT)
-        return "released"
-
-    temporary("tool", hold, name="hold_for_tests")
-    reader = session.call_streaming("hold_for_tests", request_id=24)
-    (priming,) = reader.until_end()
-    assert priming.id is not None
-    stream = priming.id.rpartition("-")[0]
-    resumed = session.resume(priming.id)
-    assert resumed.next().comment == "stream open"
+    resumed, priming_id = resumed_held_call(
+        session, temporary, 24, lambda context: release.wait(WAIT)
+    )
+    stream = priming_id.rpartition("-")[0]
     # An event the client already has (an old number) is not sent again.
     stale = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info"}}
     backend().publish(mcp_app.site.channel(f"stream:{stream}"), {"seq": 0, "message": stale})
