@@ -67,6 +67,11 @@ class SessionStore:
         """The live session, its idle clock restarted; ``None`` if unknown, ended or expired."""
         raise NotImplementedError
 
+    def exists(self, session_id: str) -> bool:
+        """Whether the session is live, without restarting its idle clock (this fallback, for
+        a store of a site's own, restarts it)."""
+        return self.get(session_id) is not None
+
     def update(self, session_id: str, **changes: Any) -> None:
         raise NotImplementedError
 
@@ -176,6 +181,11 @@ class DatabaseSessionStore(SessionStore):
         _recent.store(session_id, (_copy(data), written), epoch)
         return data
 
+    def exists(self, session_id: str) -> bool:
+        from .models import Session
+
+        return Session.objects.filter(pk=session_id, last_seen__gte=self._idle_cutoff()).exists()
+
     def _restart_clock(self, session_id: str, data: SessionData) -> None:
         from .models import Session
 
@@ -243,6 +253,9 @@ class CacheSessionStore(SessionStore):
             return None
         self.cache.touch(self.prefix + session_id, conf.SESSION_IDLE_SECONDS)
         return SessionData(**found)
+
+    def exists(self, session_id: str) -> bool:
+        return self.cache.get(self.prefix + session_id) is not None
 
     def update(self, session_id: str, **changes: Any) -> None:
         with self._locked(session_id):

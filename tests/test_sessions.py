@@ -107,6 +107,14 @@ def test_created_session_is_found_as_it_was_stored(store: SessionStore) -> None:
     assert store.get(data.id) == data
 
 
+def test_exists_says_whether_a_session_is_live(store: SessionStore) -> None:
+    assert store.exists(make().id) is False
+    store.create(make())
+    assert store.exists(make().id) is True
+    store.end(make().id)
+    assert store.exists(make().id) is False
+
+
 def test_unknown_session_is_none(store: SessionStore) -> None:
     assert store.get("never-created") is None
 
@@ -208,6 +216,17 @@ def test_database_get_restarts_the_idle_clock() -> None:
     # So the session lives on past its first deadline.
     age_row(make().id, 30)
     assert store.get(make().id) is not None
+
+
+@override_settings(MCP_APP={"SESSION_IDLE_SECONDS": 60})
+def test_database_exists_leaves_the_idle_clock_alone() -> None:
+    store = DatabaseSessionStore()
+    store.create(make())
+    age_row(make().id, 50)
+    assert store.exists(make().id) is True
+    assert timezone.now() - Session.objects.get().last_seen > timedelta(seconds=45)
+    age_row(make().id, 61)
+    assert store.exists(make().id) is False
 
 
 @override_settings(MCP_APP={"SESSION_IDLE_SECONDS": 60})
@@ -359,6 +378,16 @@ def test_cache_get_restarts_the_idle_clock(clock: FakeClock) -> None:
     for _ in range(3):
         clock.now += 45
         assert store.get(make().id) is not None
+
+
+@pytest.mark.usefixtures("cache_settings")
+def test_cache_exists_leaves_the_idle_clock_alone(clock: FakeClock) -> None:
+    store = CacheSessionStore()
+    store.create(make())
+    clock.now += 45
+    assert store.exists(make().id) is True
+    clock.now += 20
+    assert store.exists(make().id) is False
 
 
 @pytest.mark.usefixtures("cache_settings")

@@ -1246,6 +1246,19 @@ def test_a_cancel_that_overtakes_its_request_still_cancels_it(
     assert added["structuredContent"] == {"sum": 3}
 
 
+def test_a_resumed_stream_does_not_keep_its_session_alive(
+    session: LegacySession, temporary: Callable[..., None], settings: Any
+) -> None:
+    set_mcp(settings, SESSION_IDLE_SECONDS=1)
+    release = threading.Event()
+    # Its call may run nowhere any more (its worker stopped): the session expires all the same.
+    resumed, _ = resumed_held_call(session, temporary, 25, lambda context: release.wait(WAIT))
+    try:
+        assert [event.message for event in resumed.until_end(timeout=3) if event.message] == []
+    finally:
+        release.set()
+
+
 def test_a_resumed_stream_ends_when_its_session_is_gone(
     session: LegacySession, temporary: Callable[..., None]
 ) -> None:

@@ -271,9 +271,10 @@ class Resume:
     stale = False
 
     def renew(self) -> bool:
-        """Keep the session alive while its client follows the stream; ``False`` once it is
-        gone (the call, running nowhere any more, would never end the stream)."""
-        return sessions.store().get(self.session_id) is not None
+        """``False`` once the session is gone (the call, if it runs nowhere any more, would
+        never end the stream). The session's idle clock is left alone, so a stream whose
+        call died does not keep it alive for ever."""
+        return sessions.store().exists(self.session_id)
 
     def closed(self) -> None:
         pass

@@ -48,6 +48,8 @@ class StdioServer:
         self.session: SessionData | None = None
         self._write_lock = threading.Lock()
         self._calls: dict[Any, RequestContext] = {}
+        # Taken where a call's thread forgets its id while the reader may reuse or cancel it.
+        self._calls_lock = threading.Lock()
         self._listens: dict[Any, Callable[[], None]] = {}
         self._threads: list[threading.Thread] = []
 
@@ -77,7 +79,9 @@ class StdioServer:
         deadline = time.monotonic() + DRAIN_SECONDS
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
-        for ctx in list(self._calls.values()):
+        with self._calls_lock:
+            left = list(self._calls.values())
+        for ctx in left:
             ctx.cancelled.set()
 
     # -- reading -------------------------------------------------------------------------
@@ -134,9 +138,12 @@ class StdioServer:
         if message["method"] == "notifications/cancelled":
             request_id = params.get("requestId")
             # Its id is free at once: the client waits for no answer to it.
-            ctx = self._calls.pop(request_id, None)
-            if ctx is not None:
-                ctx.cancelled.set()
+            with self._calls_lock:
+                ctx = self._calls.get(request_id)
+                if ctx is not None:
+                    # Set first: a call that ends now must not answer.
+                    ctx.cancelled.set()
+                    del self._calls[request_id]
             if self.session is not None:
                 channel = self.server.channel(f"session:{self.session.id}")
                 backend().publish(channel, {"cancel": request_id})
@@ -171,8 +178,9 @@ class StdioServer:
 
         def forget() -> None:
             # A cancelled call's id may already be another request's.
-            if self._calls.get(request_id) is ctx:
-                del self._calls[request_id]
+            with self._calls_lock:
+                if self._calls.get(request_id) is ctx:
+                    del self._calls[request_id]
 
         def answer(final: JSON | None) -> None:
             forget()
@@ -224,7 +232,8 @@ class StdioServer:
             self.listen(req, catalog)
             return
         ctx = self.endpoint.context(req, self.user, emit=self.write)
-        self._calls[req.id] = ctx
+        with self._calls_lock:
+            self._calls[req.id] = ctx
 
         def run() -> None:
             with self._answering(req.id, ctx) as answer:
@@ -297,7 +306,8 @@ class StdioServer:
             self.write(legacy_error(request_id, bad))
             return
         ctx = self.endpoint.legacy.context(session, method, params, self.user, emit=self.write)
-        self._calls[request_id] = ctx
+        with self._calls_lock:
+            self._calls[request_id] = ctx
         catalog = self.server.catalog()
 
         def run() -> None:
