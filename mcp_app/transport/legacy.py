@@ -459,7 +459,7 @@ class LegacyEndpoint:
             if (
                 method == "resources/subscribe"
                 and self.server.options.subscribe
-                and self._hidden(params, session, incoming)
+                and self.hides(params.get("uri"), session, incoming.user)
             ):
                 # Answered as for a URI that names nothing yet, and never subscribed to.
                 return Reply(200, jsonrpc.result_response(request_id, {}))
@@ -483,12 +483,19 @@ class LegacyEndpoint:
         retry = conf.SSE_RETRY_MS if session.protocol_version >= "2025-11-25" else None
         return Reply(200, call=Call(run, ctx, request_id, log=log, retry_ms=retry))
 
-    def _hidden(self, params: JSON, session: sessions.SessionData, incoming: Incoming) -> bool:
-        uri = params.get("uri")
+    def hides(self, uri: Any, session: sessions.SessionData, user: Any) -> bool:
+        """Whether a subscription to ``uri`` is one to a resource the caller may not read
+        (any transport): it is then acknowledged, but never kept."""
         if not isinstance(uri, str):
             return False
-        ctx = self.context(session, "resources/subscribe", params, incoming.user, incoming.request)
-        return self.engine.hides(uri, ctx, self.server.catalog())
+        return bool(
+            hidden_uris(
+                self.server,
+                [uri],
+                lambda fresh: self.context(session, "resources/subscribe", {}, fresh),
+                user,
+            )
+        )
 
     def context(
         self,

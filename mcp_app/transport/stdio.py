@@ -20,7 +20,6 @@ from ..sessions import SessionData
 from . import sse
 from .legacy import _error as legacy_error
 from .legacy import bad_progress_token, no_logging
-from .listen import hidden_uris
 
 if TYPE_CHECKING:
     from ..server import Server
@@ -325,12 +324,8 @@ class StdioServer:
             return
         key = f"updated:{uri}"
         self.end_listen(key)
-        legacy = self.endpoint.legacy
-        if method == "resources/subscribe" and not hidden_uris(
-            self.server,
-            [uri],
-            lambda user: legacy.context(session, method, params, user),
-            self.user,
+        if method == "resources/subscribe" and not self.endpoint.legacy.hides(
+            uri, session, self.user
         ):
 
             def sink(channel: str, message: JSON) -> None:
