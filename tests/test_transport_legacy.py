@@ -1612,15 +1612,31 @@ def test_a_notification_goes_on_only_one_of_two_get_streams(session: LegacySessi
     assert received == 1
 
 
+def close_and_hand_back(session: LegacySession, reader: StreamReader) -> None:
+    """Close a GET stream, and wait until the server has told the session's others (which it
+    does once the stream has ended, in a thread of its own): a message sent before that goes to
+    the closing stream."""
+    handed_back = threading.Event()
+    outbox = mcp_app.site.channel(f"outbox:{session.id}")
+    unsubscribe = backend().subscribe(
+        [outbox], lambda channel, message: "handback" in message and handed_back.set()
+    )
+    try:
+        reader.close()
+        assert handed_back.wait(WAIT), "the closed stream did not hand back"
+    finally:
+        unsubscribe()
+
+
 def test_when_the_newest_get_stream_closes_the_one_before_it_carries_the_messages(
     session: LegacySession,
 ) -> None:
     first, second, third = session.listen(), session.listen(), session.listen()
-    third.close()
+    close_and_hand_back(session, third)
     mcp_app.site.announce({"kinds": ["tools"]}, "lists")
     changed = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
     assert second.next_message() == changed
-    second.close()
+    close_and_hand_back(session, second)
     mcp_app.site.announce({"kinds": ["prompts"]}, "lists")
     # Nothing went to the first stream while another one carried the messages.
     assert first.next_message()["method"] == "notifications/prompts/list_changed"
