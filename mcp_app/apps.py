@@ -16,8 +16,12 @@ class SimpleMCPAppConfig(AppConfig):
     def ready(self) -> None:
         from . import (
             checks,  # noqa: F401  registers the system checks
+            shutdown,
             signals,  # noqa: F401  connects the row-change receivers
         )
+
+        # Under uvicorn and gunicorn, whose signal handlers are set before they load the site.
+        shutdown.install()
 
 
 class MCPAppConfig(SimpleMCPAppConfig):

@@ -51,7 +51,13 @@ def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30.
 class DemoServer:
     """A demo site served by a real uvicorn (or gunicorn) process on a free local port."""
 
-    def __init__(self, tmp: Path, kind: str = "uvicorn", env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        tmp: Path,
+        kind: str = "uvicorn",
+        env: dict[str, str] | None = None,
+        args: list[str] | None = None,
+    ):
         self.port = free_port()
         self.url = f"http://localhost:{self.port}/mcp"
         self.log = tmp / f"{kind}-{self.port}.log"
@@ -98,6 +104,8 @@ class DemoServer:
                 "--log-level",
                 "warning",
             ]
+        # Later options win over the defaults above.
+        command += args or []
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(command, cwd=ROOT, env=environment, stdout=out, stderr=out)
         wait_for_port(self.port, self.proc)

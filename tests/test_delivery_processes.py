@@ -124,6 +124,13 @@ class Events:
             if kind == "message" and item.get("method") == method:
                 return item  # type: ignore[no-any-return]
 
+    def until_end(self, within: float) -> None:
+        """Read on until the server ends the stream, within ``within`` seconds."""
+        deadline = time.monotonic() + within
+        for _ in self._lines:
+            if time.monotonic() > deadline:
+                pytest.fail(f"{self.name}: did not end in time")
+
     def until_comment(self, text: str, within: float) -> None:
         deadline = time.monotonic() + within
         while self.next(deadline, f"comment {text!r}") != ("comment", text):

@@ -29,6 +29,7 @@ from django.http.response import HttpResponseBase
 from django.utils.log import log_response
 from django.views.decorators.csrf import csrf_exempt
 
+from .. import shutdown
 from ..conf import conf
 from ..delivery import backend
 from ..protocol import jsonrpc
@@ -451,6 +452,8 @@ async def _call_chunks(
 
 
 async def _listen_chunks(stream: Stream) -> AsyncGenerator[bytes, None]:
+    # The loop's thread is the main one under uvicorn: where the server's shutdown is heard.
+    shutdown.install()
     # Subscribing may wait on the backend (Redis, the database poller): not on the loop.
     opening = asyncio.ensure_future(sync_to_async(_open_listen, thread_sensitive=False)(stream))
     try:
@@ -465,7 +468,7 @@ async def _listen_chunks(stream: Stream) -> AsyncGenerator[bytes, None]:
                 yield chunk
             if stream.finished:
                 return
-            if relay.overflowed:
+            if relay.ends:
                 for chunk in relay.ending():
                     yield chunk
                 return
@@ -564,6 +567,8 @@ def _left(call: Call) -> None:
 #: stays bounded. A burst that a reading client works through is not cut.
 STREAM_BACKLOG_LIMIT = 1000
 STREAM_STALL_SECONDS = 30.0
+#: What wakes a listen stream to end it at shutdown: no channel has an empty name.
+_WAKE: tuple[str, dict[str, Any]] = ("", {})
 
 
 class _ListenRelay:
@@ -576,7 +581,23 @@ class _ListenRelay:
         self.read_at = time.monotonic()
         self.renewed = self.read_at
         self.renew_failing = False
-        self.unsubscribe = backend().subscribe(stream.channels, self._delivered)
+        self.shut = False
+        self._unsubscribe = backend().subscribe(stream.channels, self._delivered)
+        self._unwatch = shutdown.watch(self._shutdown)
+
+    @property
+    def ends(self) -> bool:
+        """Whether the server ends the stream now: its client fell behind, or the process
+        shuts down."""
+        return self.overflowed or self.shut
+
+    def unsubscribe(self) -> None:
+        self._unsubscribe()
+        self._unwatch()
+
+    def _shutdown(self) -> None:
+        self.shut = True
+        self.items.put(_WAKE)
 
     def renewal_due(self) -> bool:
         """Whether to renew the stream now: ``KEEPALIVE_SECONDS`` after the last time, or at
@@ -634,6 +655,8 @@ class _ListenRelay:
 
     def feed(self, channel: str, message: dict[str, Any]) -> list[bytes]:
         self.read_at = time.monotonic()
+        if not channel:
+            return []
         return [event.encode() for event in self.stream.notifications(channel, message)]
 
     def ending(self) -> list[bytes]:
@@ -707,6 +730,8 @@ def _stream_sync_call(call: Call) -> HttpResponseBase:
 
 def _stream_sync_listen(stream: Stream) -> HttpResponseBase:
     def body() -> Iterator[bytes]:
+        # A sync gunicorn worker serves in its main thread, where its shutdown is heard.
+        shutdown.install()
         relay = _ListenRelay(stream)
         try:
             # The request's own thread: Django closes its connection when the request ends.
@@ -715,7 +740,7 @@ def _stream_sync_listen(stream: Stream) -> HttpResponseBase:
                 yield from chunks
                 if stream.finished:
                     return
-                if relay.overflowed:
+                if relay.ends:
                     yield from relay.ending()
                     return
                 if relay.renewal_due() and not relay.renew():
