@@ -485,3 +485,111 @@ def test_the_command_reads_and_writes_utf_8_whatever_the_locale(stdio_db: Path) 
     # A byte that is not UTF-8 is a parse error, and the session goes on.
     assert out[0]["error"]["code"] == -32700
     assert out[1]["id"] == 2 and "Łukasz" in out[1]["result"]["content"][0]["text"]
+
+
+@pytest.mark.parametrize("era", ["2026-07-28", "2025-11-25"])
+@pytest.mark.parametrize("when", ["renewed", "resources change"])
+def test_a_subscription_checks_access_again_while_it_lasts(
+    era: str, when: str, settings: Any
+) -> None:
+    # Renewed every KEEPALIVE_SECONDS; or at once when resources change, long before that.
+    keepalive = 0.1 if when == "renewed" else 60.0
+    settings.MCP_APP = {**settings.MCP_APP, "KEEPALIVE_SECONDS": keepalive}
+    allowed = {"now": True}
+    own = mcp_app.Server("stdio-recheck", rows=False)
+
+    @own.resource("memo://changing", name="changing", permission=lambda user: allowed["now"])
+    def changing(context: Any) -> str:
+        return "changing"
+
+    reader, writer = os.pipe()
+    feed = os.fdopen(writer, "w")
+    out = Lines()
+    server = StdioServer(own, os.fdopen(reader, "r"), out)
+    thread = threading.Thread(target=server.serve, daemon=True)
+
+    def send(message: dict[str, Any]) -> None:
+        feed.write(json.dumps(message) + "\n")
+        feed.flush()
+
+    def updates_after(change: Any) -> int:
+        """How many updates of the resource the client is sent after ``change`` and a renewal."""
+        before = len(out.messages())
+        change()
+        if when == "resources change":
+            n = len(own.catalog().resources)
+            own.add_resource(lambda context: "x", uri=f"memo://other-{n}", name=f"other-{n}")
+        time.sleep(0.4)  # a few renewals
+        own.notify_resource_updated("memo://changing")
+        time.sleep(0.2)
+        return sum(
+            1 for m in out.messages()[before:] if m.get("method", "").endswith("resources/updated")
+        )
+
+    try:
+        thread.start()
+        if era == "2026-07-28":
+            send(
+                request(
+                    2,
+                    "subscriptions/listen",
+                    {"notifications": {"resourceSubscriptions": ["memo://changing"]}},
+                )
+            )
+        else:
+            send(initialize(era))
+            send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 2,
+                    "method": "resources/subscribe",
+                    "params": {"uri": "memo://changing"},
+                }
+            )
+        deadline = time.monotonic() + 5
+        while not any(m.get("id") == 2 or "method" in m for m in out.messages()):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert updates_after(lambda: None) == 1
+        assert updates_after(lambda: allowed.update(now=False)) == 0  # restricted since
+        assert updates_after(lambda: allowed.update(now=True)) == 1  # readable again
+    finally:
+        feed.close()
+        thread.join(5)
+        mcp_app.server.servers.pop("stdio-recheck", None)
+    assert not thread.is_alive()
+
+
+def test_a_renewal_that_fails_keeps_the_stream_and_is_logged_once(
+    settings: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    from mcp_app.transport.stdio import _Renewals
+
+    settings.MCP_APP = {**settings.MCP_APP, "KEEPALIVE_SECONDS": 0.05}
+
+    class Failing:
+        channels: list[str] = []
+        renews = True
+        stale = False
+        renewals = 0
+
+        def notifications(self, channel: str, message: dict[str, Any]) -> list[Any]:
+            return []
+
+        def renew(self) -> bool:
+            self.renewals += 1
+            if self.renewals <= 3:
+                raise RuntimeError("the database is down")
+            return True
+
+    renewals = _Renewals()
+    stream = Failing()
+    forget = renewals.add(stream)
+    deadline = time.monotonic() + 5
+    while stream.renewals < 5:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    forget()
+    renewals.stop()
+    assert caplog.text.count("Could not renew a stream; it stays open") == 1

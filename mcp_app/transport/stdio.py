@@ -7,7 +7,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from django.db import close_old_connections
 
@@ -20,6 +20,7 @@ from ..sessions import SessionData
 from . import sse
 from .legacy import _error as legacy_error
 from .legacy import bad_progress_token, no_logging
+from .listen import RESOURCE_KINDS
 
 if TYPE_CHECKING:
     from ..server import Server
@@ -51,6 +52,7 @@ class StdioServer:
         self._calls_lock = threading.Lock()
         self._listens: dict[Any, Callable[[], None]] = {}
         self._threads: list[threading.Thread] = []
+        self._renewals = _Renewals()
 
     def write(self, message: JSON) -> None:
         line = jsonrpc.encode(message, sse.ENCODER)
@@ -75,6 +77,7 @@ class StdioServer:
         # Calls already under way may finish and answer; then whatever is left is cancelled.
         for unsubscribe in list(self._listens.values()):
             unsubscribe()
+        self._renewals.stop()
         deadline = time.monotonic() + DRAIN_SECONDS
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
@@ -249,12 +252,27 @@ class StdioServer:
             return
         for event in listen.opening():
             self.write(event.message or {})
+        self._follow(req.id, listen)
+
+    def _follow(self, key: Any, stream: _Followed) -> None:
+        """Write what ``stream`` makes of its deliveries, until ``end_listen(key)``; a stream
+        that renews checks access again, as HTTP streams do."""
 
         def sink(channel: str, message: JSON) -> None:
-            for event in listen.notifications(channel, message):
+            for event in stream.notifications(channel, message):
                 self.write(event.message or {})
+            if stream.stale:
+                self._renewals.wake()
 
-        self._listens[req.id] = backend().subscribe(listen.channels, sink)
+        unsubscribe = backend().subscribe(stream.channels, sink)
+        forget = self._renewals.add(stream) if stream.renews else None
+
+        def end() -> None:
+            unsubscribe()
+            if forget is not None:
+                forget()
+
+        self._listens[key] = end
 
     def end_listen(self, request_id: Any) -> None:
         unsubscribe = self._listens.pop(request_id, None)
@@ -324,15 +342,131 @@ class StdioServer:
             return
         key = f"updated:{uri}"
         self.end_listen(key)
-        if method == "resources/subscribe" and not self.endpoint.legacy.hides(
-            uri, session, self.user
-        ):
-
-            def sink(channel: str, message: JSON) -> None:
-                if message.get("uri") == uri:
-                    self.write(
-                        jsonrpc.notification("notifications/resources/updated", {"uri": uri})
-                    )
-
-            self._listens[key] = backend().subscribe([self.server.channel("updated")], sink)
+        legacy = self.endpoint.legacy
+        if method == "resources/subscribe" and not legacy.hides(uri, session, self.user):
+            self._follow(
+                key,
+                _Subscription(self.server, uri, lambda: legacy.hides(uri, session, self.user)),
+            )
         self.write(jsonrpc.result_response(request_id, {}))
+
+
+class _Followed(Protocol):
+    """What ``StdioServer._follow`` needs of a stream (a ``Listen`` is one)."""
+
+    @property
+    def channels(self) -> list[str]: ...
+
+    def notifications(self, channel: str, message: JSON) -> list[sse.Event]: ...
+
+    renews: bool
+    stale: bool
+
+    def renew(self) -> bool: ...
+
+
+class _Subscription:
+    """An initialize-era ``resources/subscribe``: its updates, sent while the caller may read
+    the resource (checked again at each renewal, and at once after resources change)."""
+
+    renews = True
+
+    def __init__(self, server: Server, uri: str, hidden: Callable[[], bool]) -> None:
+        self.server = server
+        self.uri = uri
+        self._hidden = hidden
+        self.hidden = False
+        self.stale = False
+
+    @property
+    def channels(self) -> list[str]:
+        return [self.server.channel("updated"), self.server.channel("lists")]
+
+    def notifications(self, channel: str, message: JSON) -> list[sse.Event]:
+        if channel == self.server.channel("lists"):
+            self.stale = self.stale or bool(set(message.get("kinds", ())) & RESOURCE_KINDS)
+            return []
+        if message.get("uri") == self.uri and not self.hidden:
+            notice = jsonrpc.notification("notifications/resources/updated", {"uri": self.uri})
+            return [sse.Event(notice)]
+        return []
+
+    def renew(self) -> bool:
+        self.hidden = self._hidden()
+        return True
+
+
+class _Renewals:
+    """The stdio streams that check access again: a thread of their own renews each every
+    ``KEEPALIVE_SECONDS``, and a stale one at once. A renewal that fails keeps the stream as
+    it was, and is logged once a stream."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._streams: dict[int, tuple[_Followed, float]] = {}
+        self._failing: set[int] = set()
+        self._thread: threading.Thread | None = None
+        self._stopped = False
+
+    def add(self, stream: _Followed) -> Callable[[], None]:
+        key = id(stream)
+        with self._lock:
+            self._streams[key] = (stream, time.monotonic())
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="mcp-stdio-renewals", daemon=True
+                )
+                self._thread.start()
+
+        def forget() -> None:
+            with self._lock:
+                self._streams.pop(key, None)
+                self._failing.discard(key)
+
+        return forget
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stopped = True
+        self._wake.set()
+
+    def _run(self) -> None:
+        while not self._stopped:
+            self._wake.wait(self._renew_due())
+            self._wake.clear()
+
+    def _renew_due(self) -> float:
+        """Renew the streams that are due; how long until the next one is."""
+        every = conf.KEEPALIVE_SECONDS
+        now = time.monotonic()
+        with self._lock:
+            due = [
+                (key, stream)
+                for key, (stream, renewed) in self._streams.items()
+                if stream.stale or now - renewed >= every
+            ]
+        try:
+            for key, stream in due:
+                stream.stale = False
+                self._renew(key, stream)
+        finally:
+            close_old_connections()
+        with self._lock:
+            for key, _stream in due:
+                if key in self._streams:
+                    self._streams[key] = (self._streams[key][0], now)
+            times = [renewed for _stream, renewed in self._streams.values()]
+        return max(0.0, min(times) + every - time.monotonic()) if times else every
+
+    def _renew(self, key: int, stream: _Followed) -> None:
+        try:
+            stream.renew()
+        except Exception:
+            if key not in self._failing:
+                self._failing.add(key)
+                logger.warning("Could not renew a stream; it stays open", exc_info=True)
+            return
+        self._failing.discard(key)
