@@ -8,20 +8,24 @@ request gets its final result) and its client opens a new one, on a worker that 
 The server is heard through its own signal handlers: ``install()`` puts one in front of each
 of them that notes the signal, then calls the server's. Django's app registry installs it
 when the process already has a server's handlers (uvicorn and gunicorn set theirs before
-they load the site); streams install it when they open in the main thread. Other setups call
-``install()`` once the server's handlers are in place (gunicorn's ``post_worker_init`` hook,
-say) or ``begin()`` themselves.
+they load the site); streams install it for ``SIGTERM`` when they open in the main thread.
+Elsewhere, point gunicorn's ``post_worker_init`` hook at ``post_worker_init`` below, call
+``install()`` once the server's handlers are in place, or call ``begin()``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import select
 import signal
 import threading
 from collections.abc import Callable, Iterable
 from types import FrameType
 from typing import Any, TypeGuard
+
+logger = logging.getLogger("mcp_app")
 
 #: The signals a server shuts down gracefully on.
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -30,25 +34,33 @@ Handler = Callable[[int, FrameType | None], Any]
 
 
 class _State:
-    """This process's listeners, and the pipe its signal handler writes to."""
+    """This process's listeners, and the pipe that wakes the thread which ends them."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.begun = False
         self.callbacks: dict[int, Callable[[], None]] = {}
         self.next_key = 0
-        # A signal handler runs between two bytecodes of the main thread, which may hold any
-        # lock at that moment: it only writes a byte, and a thread of its own does the rest.
-        self.write_fd: int | None = None
+        # begin() may run in a signal handler, between two bytecodes of a thread that holds
+        # any lock at that moment: it only writes a byte, and a thread of its own does the rest.
+        self.fds: tuple[int, int] | None = None
+
+    def close(self) -> None:
+        """Close the pipe (in a forked child, where no thread reads it)."""
+        fds, self.fds = self.fds, None
+        for fd in fds or ():
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 _state = _State()
 
 
 def _forked() -> None:
-    # The parent's pipe and thread are not the child's; its handlers, if inherited, find no
-    # pipe and only note the signal until the child's first stream makes one.
+    # The parent's thread is not the child's: the child starts afresh, and makes its own pipe
+    # when its first stream opens. Its handlers, if inherited, only note the signal till then.
     global _state
+    _state.close()
     _state = _State()
 
 
@@ -61,18 +73,20 @@ def begun() -> bool:
 
 
 def begin() -> None:
-    """End every open stream of this process, and any opened from now on, at once."""
+    """End every open stream of this process, and any opened from now on (for good).
+
+    Takes no lock, so a signal handler may call it: the streams end right after, in a thread
+    of their own.
+    """
     state = _state
-    with state.lock:
-        state.begun = True
-        callbacks = list(state.callbacks.values())
-        state.callbacks.clear()
-    for callback in callbacks:
-        callback()
+    state.begun = True
+    if state.fds is not None:
+        with contextlib.suppress(OSError):
+            os.write(state.fds[1], b"\0")
 
 
 def watch(callback: Callable[[], None]) -> Callable[[], None]:
-    """Call ``callback`` (in another thread) once the process begins to shut down, or now if it
+    """Call ``callback`` once the process begins to shut down (in another thread), or now if it
     has; returns the function that stops watching."""
     state = _state
     _ensure_reader(state)
@@ -93,28 +107,32 @@ def _unwatch(state: _State, key: int) -> None:
 
 def _ensure_reader(state: _State) -> None:
     with state.lock:
-        if state.write_fd is not None:
+        if state.fds is not None:
             return
-        read_fd, write_fd = os.pipe()
-        os.set_blocking(write_fd, False)
-        state.write_fd = write_fd
-    threading.Thread(target=_read, args=(state, read_fd), name="mcp-shutdown", daemon=True).start()
+        state.fds = os.pipe()
+        for fd in state.fds:
+            os.set_blocking(fd, False)
+    threading.Thread(target=_read, args=(state,), name="mcp-shutdown", daemon=True).start()
 
 
-def _read(state: _State, read_fd: int) -> None:
-    with contextlib.suppress(OSError):
-        os.read(read_fd, 1)
-    if state is _state:
-        begin()
-
-
-def _signalled() -> None:
-    """In the signal handler: note the shutdown, and wake the reader (no lock is taken)."""
-    state = _state
-    state.begun = True
-    if state.write_fd is not None:
-        with contextlib.suppress(OSError):
-            os.write(state.write_fd, b"\0")
+def _read(state: _State) -> None:
+    fds = state.fds
+    if fds is None:
+        return
+    # select() and not a blocking read: gevent and eventlet make select() cooperative, not
+    # os.read(), and a worker of theirs must not block on this thread.
+    with contextlib.suppress(OSError, ValueError):
+        select.select([fds[0]], [], [])
+    if state is not _state:
+        return  # a test's state, or a parent's
+    with state.lock:
+        callbacks = list(state.callbacks.values())
+        state.callbacks.clear()
+    for callback in callbacks:
+        try:
+            callback()
+        except Exception:
+            logger.exception("Could not end a stream at shutdown")
 
 
 class _Chained:
@@ -124,14 +142,18 @@ class _Chained:
         self.previous = previous
 
     def __call__(self, signum: int, frame: FrameType | None) -> Any:
-        _signalled()
+        begin()
         return self.previous(signum, frame)
 
 
 def _is_server_handler(handler: Any) -> TypeGuard[Handler]:
     # Python's own default (KeyboardInterrupt) and the operating system's (the process just
-    # ends) are no graceful shutdown that could wait for a stream.
-    return callable(handler) and handler is not signal.default_int_handler
+    # ends) are no graceful shutdown that could wait for a stream; nor is asyncio.run()'s
+    # SIGINT handler, which it only takes back if it is still the one installed.
+    if not callable(handler) or handler is signal.default_int_handler:
+        return False
+    func = getattr(handler, "func", None)  # a functools.partial
+    return getattr(func, "__name__", None) != "_on_sigint"
 
 
 def install(signals: Iterable[int] = SIGNALS) -> bool:
@@ -150,6 +172,10 @@ def install(signals: Iterable[int] = SIGNALS) -> bool:
             heard = True
         elif _is_server_handler(current):
             signal.signal(signum, _Chained(current))
+            if signum == signal.SIGTERM:
+                # signal.signal() makes the signal interrupt system calls; a graceful stop
+                # should not (gunicorn's workers ask for that too): they are restarted.
+                signal.siginterrupt(signum, False)
             heard = True
     return heard
 
@@ -157,3 +183,9 @@ def install(signals: Iterable[int] = SIGNALS) -> bool:
 def installed(signum: int = signal.SIGTERM) -> bool:
     """Whether the handler for ``signum`` is this module's."""
     return isinstance(signal.getsignal(signum), _Chained)
+
+
+def post_worker_init(worker: Any) -> None:
+    """A gunicorn ``post_worker_init`` hook that installs the handler in each worker: needed
+    with ``--preload`` and threaded workers, whose streams run outside the main thread."""
+    install()

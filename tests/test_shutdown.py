@@ -20,8 +20,23 @@ from tests.test_delivery_processes import Events, open_listen, open_session_stre
 
 
 @pytest.fixture(autouse=True)
-def fresh_state(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(shutdown, "_state", shutdown._State())
+def fresh_state(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    state = shutdown._State()
+    monkeypatch.setattr(shutdown, "_state", state)
+    yield
+    # Let its reader thread go (it finds the state no longer current), then close the pipe.
+    shutdown.begin()
+    monkeypatch.undo()
+    state.close()
+
+
+def called(calls: list[str], expected: list[str]) -> bool:
+    """Whether ``calls`` comes to be ``expected`` within a few seconds (the reader's thread
+    ends the streams)."""
+    deadline = time.monotonic() + 5
+    while calls != expected and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return calls == expected
 
 
 @pytest.fixture
@@ -40,9 +55,24 @@ def test_watchers_are_called_once_when_the_shutdown_begins() -> None:
     stop()
     assert not shutdown.begun()
     shutdown.begin()
-    shutdown.begin()
     assert shutdown.begun()
+    assert called(calls, ["a"])
+    shutdown.begin()
+    time.sleep(0.1)
     assert calls == ["a"]
+
+
+def test_a_failing_watcher_does_not_keep_the_others_open(caplog: pytest.LogCaptureFixture) -> None:
+    calls: list[str] = []
+
+    def failing() -> None:
+        raise RuntimeError("broken")
+
+    shutdown.watch(failing)
+    shutdown.watch(lambda: calls.append("b"))
+    shutdown.begin()
+    assert called(calls, ["b"])
+    assert "Could not end a stream at shutdown" in caplog.text
 
 
 def test_a_stream_opened_after_the_shutdown_began_ends_at_once() -> None:
@@ -106,11 +136,13 @@ def test_a_signal_before_any_stream_is_noted_for_the_streams_to_come(
 
 
 def test_a_forked_child_starts_afresh() -> None:
+    shutdown.watch(lambda: None)
     shutdown.begin()
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child reports through the pipe
-        os.write(write_fd, b"1" if shutdown.begun() else b"0")
+        fresh = not shutdown.begun() and shutdown._state.fds is None
+        os.write(write_fd, b"0" if fresh else b"1")
         os._exit(0)
     os.close(write_fd)
     try:
@@ -118,6 +150,23 @@ def test_a_forked_child_starts_afresh() -> None:
     finally:
         os.close(read_fd)
         os.waitpid(pid, 0)
+
+
+def test_asyncio_runs_sigint_handler_is_left_alone() -> None:
+    import asyncio
+
+    async def main() -> bool:
+        return shutdown.install([signal.SIGINT])
+
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert asyncio.run(main()) is False
+    # asyncio.run() took its own handler back, as it only does if it is still the one set.
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_the_gunicorn_hook_installs(server_handler: list[int]) -> None:
+    shutdown.post_worker_init(object())
+    assert shutdown.installed()
 
 
 # -- real servers ----------------------------------------------------------------------------
@@ -133,6 +182,12 @@ SERVERS = {
         "gunicorn",
         {"MCP_VIEW": "sync"},
         ["--graceful-timeout", "60", "--threads", "1", "--workers", "2", "--preload"],
+    ),
+    # Preloaded, and threaded: only gunicorn's post_worker_init hook can install it.
+    "gunicorn-preload-threads": (
+        "gunicorn",
+        {"MCP_VIEW": "sync"},
+        ["--graceful-timeout", "60", "--preload", "--config", "tests/gunicorn_shutdown.py"],
     ),
 }
 

@@ -256,43 +256,73 @@ def test_a_stream_whose_renewal_fails_stays_open_and_says_so_once(
     assert caplog.text.count("Could not renew a stream; it stays open") == 1
 
 
+def _read_listen(view: str, stream: Any, within: float = 5) -> list[bytes]:
+    """The chunks of a listen stream, through the async or the sync view, till it ends;
+    fails the test if it does not end ``within`` seconds."""
+    import asyncio
+    import threading
+
+    from mcp_app.transport import views
+
+    chunks: list[bytes] = []
+
+    async def read_async() -> None:
+        async for chunk in views._listen_chunks(stream):
+            chunks.append(chunk)
+
+    def read() -> None:
+        if view == "async":
+            asyncio.run(read_async())
+        else:
+            chunks.extend(views._stream_sync_listen(stream).streaming_content)  # type: ignore[attr-defined]
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(within)
+    assert not reader.is_alive(), "the stream did not end"
+    return chunks
+
+
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("view", ["async", "sync"])
 def test_a_listen_stream_ends_with_its_final_result_when_the_process_shuts_down(
     view: str, monkeypatch: Any, settings: Any
 ) -> None:
-    import asyncio
     import threading
-    import time
 
     from mcp_app import shutdown
     from mcp_app.server import servers
-    from mcp_app.transport import views
     from mcp_app.transport.listen import Listen
 
-    monkeypatch.setattr(shutdown, "_state", shutdown._State())
-    settings.MCP_APP = {**settings.MCP_APP, "KEEPALIVE_SECONDS": 0.1}
+    state = shutdown._State()
+    monkeypatch.setattr(shutdown, "_state", state)
+    # No keep-alive or renewal would notice the shutdown: the stream must be woken.
+    settings.MCP_APP = {**settings.MCP_APP, "KEEPALIVE_SECONDS": 60}
     stream = Listen(servers["default"], "listen-8", {"toolsListChanged": True}, {})
     # Once the stream is open and waits, the server shuts down.
-    threading.Timer(0.3, shutdown.begin).start()
-    deadline = time.monotonic() + 5
-
-    async def read_async() -> list[bytes]:
-        chunks = []
-        async for chunk in views._listen_chunks(stream):
-            chunks.append(chunk)
-            assert time.monotonic() < deadline, "the stream did not end"
-        return chunks
-
-    if view == "async":
-        chunks = asyncio.run(read_async())
-    else:
-        chunks = []
-        for chunk in views._stream_sync_listen(stream).streaming_content:  # type: ignore[attr-defined]
-            chunks.append(chunk)
-            assert time.monotonic() < deadline, "the stream did not end"
+    timer = threading.Timer(0.3, shutdown.begin)
+    timer.start()
+    try:
+        chunks = _read_listen(view, stream)
+    finally:
+        timer.cancel()
+        timer.join()
     data = [line[6:] for line in chunks[-1].decode().splitlines() if line.startswith("data: ")]
     assert json.loads(data[0])["result"]["_meta"] == {
         "io.modelcontextprotocol/subscriptionId": "listen-8"
     }
-    assert shutdown._state.callbacks == {}  # the ended stream stopped watching
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("view", ["async", "sync"])
+def test_a_listen_stream_that_ends_stops_watching_for_the_shutdown(
+    view: str, monkeypatch: Any, settings: Any
+) -> None:
+    from mcp_app import shutdown
+
+    monkeypatch.setattr(shutdown, "_state", shutdown._State())
+    settings.MCP_APP = {**settings.MCP_APP, "KEEPALIVE_SECONDS": 0.05}
+    stream = _FailingRenewal()  # ends at its fourth renewal
+    _read_listen(view, stream)
+    assert stream.renewals == 4
+    assert shutdown._state.callbacks == {}

@@ -13,6 +13,7 @@ import contextlib
 import functools
 import logging
 import os
+import signal
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -453,7 +454,7 @@ async def _call_chunks(
 
 async def _listen_chunks(stream: Stream) -> AsyncGenerator[bytes, None]:
     # The loop's thread is the main one under uvicorn: where the server's shutdown is heard.
-    shutdown.install()
+    shutdown.install(_SHUTDOWN_SIGNALS)
     # Subscribing may wait on the backend (Redis, the database poller): not on the loop.
     opening = asyncio.ensure_future(sync_to_async(_open_listen, thread_sensitive=False)(stream))
     try:
@@ -569,6 +570,10 @@ STREAM_BACKLOG_LIMIT = 1000
 STREAM_STALL_SECONDS = 30.0
 #: What wakes a listen stream to end it at shutdown: no channel has an empty name.
 _WAKE: tuple[str, dict[str, Any]] = ("", {})
+#: The signals a stream installs the shutdown handler for, when the app's loading could not (a
+#: gunicorn worker of a preloaded site). Not SIGINT: a gunicorn worker quits on it at once,
+#: and a script's asyncio.run() would keep the handler after it returns.
+_SHUTDOWN_SIGNALS = (signal.SIGTERM,)
 
 
 class _ListenRelay:
@@ -582,8 +587,12 @@ class _ListenRelay:
         self.renewed = self.read_at
         self.renew_failing = False
         self.shut = False
-        self._unsubscribe = backend().subscribe(stream.channels, self._delivered)
         self._unwatch = shutdown.watch(self._shutdown)
+        try:
+            self._unsubscribe = backend().subscribe(stream.channels, self._delivered)
+        except BaseException:
+            self._unwatch()
+            raise
 
     @property
     def ends(self) -> bool:
@@ -731,7 +740,7 @@ def _stream_sync_call(call: Call) -> HttpResponseBase:
 def _stream_sync_listen(stream: Stream) -> HttpResponseBase:
     def body() -> Iterator[bytes]:
         # A sync gunicorn worker serves in its main thread, where its shutdown is heard.
-        shutdown.install()
+        shutdown.install(_SHUTDOWN_SIGNALS)
         relay = _ListenRelay(stream)
         try:
             # The request's own thread: Django closes its connection when the request ends.
