@@ -417,5 +417,10 @@ class Catalog:
         return any(item.permission is not None for kind in KINDS for item in getattr(self, kind))
 
     @cached_property
+    def offers_tasks(self) -> bool:
+        """Whether any tool may run as a task (the server then offers the tasks extension)."""
+        return any(tool.task != "forbidden" for tool in self.tools)
+
+    @cached_property
     def can_complete(self) -> bool:
         return any(p.complete for p in self.prompts) or any(t.complete for t in self.templates)

@@ -195,13 +195,30 @@ def handle(endpoint: Endpoint, method: str, params: Mapping[str, Any], ctx: Requ
     if task is None:
         raise wire.unknown_task(task_id)
     if task.status in _OPEN and task.lease_until is not None and task.lease_until <= timezone.now():
-        ended = InternalError("The process running the task ended before it finished")
-        if _finish(
-            mine, wire.FAILED, error=ended.to_error(), message="The process running the task ended"
-        ):
-            _announce(endpoint, task_id)
+        _fail_lapsed(endpoint, mine, task_id)
         task.refresh_from_db()
     return detailed(task)
+
+
+def fail_lapsed(endpoint: Endpoint, task_ids: list[str]) -> None:
+    """Fail (and announce) those of ``task_ids`` still open whose process stopped vouching for
+    them: a listen stream following them asks at each renewal, as ``tasks/get`` does."""
+    lapsed = _tasks().filter(
+        pk__in=task_ids,
+        server=endpoint.server.name,
+        status__in=_OPEN,
+        lease_until__lte=timezone.now(),
+    )
+    for task_id in lapsed.values_list("pk", flat=True):
+        _fail_lapsed(endpoint, _rows(task_id), task_id)
+
+
+def _fail_lapsed(endpoint: Endpoint, rows: Any, task_id: str) -> None:
+    ended = InternalError("The process running the task ended before it finished")
+    if _finish(
+        rows, wire.FAILED, error=ended.to_error(), message="The process running the task ended"
+    ):
+        _announce(endpoint, task_id)
 
 
 def _update(endpoint: Endpoint, task_id: str, mine: Any, responses: Mapping[str, Any]) -> None:
@@ -344,7 +361,7 @@ class _Runner:
                 self.end(wire.COMPLETED, answer)
         except ProtocolError as exc:
             self.end(wire.FAILED, exc.to_error())
-        except Exception as exc:
+        except BaseException as exc:  # CancelledError, SystemExit too: the task must end
             self.endpoint.report(exc, self.ctx)
             self.end(wire.FAILED, InternalError("Internal error").to_error())
         finally:

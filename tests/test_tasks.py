@@ -91,6 +91,18 @@ def protocol_error(arguments: JSON, context: RequestContext) -> Any:
     return run_as_task(work)
 
 
+@jobs.tool(name="exits", task="optional")
+def exits(arguments: JSON, context: RequestContext) -> Any:
+    import asyncio
+
+    kinds = {"cancelled": asyncio.CancelledError, "exit": SystemExit}
+
+    async def work(task: RequestContext) -> Any:
+        raise kinds[arguments["kind"]]()
+
+    return run_as_task(work)
+
+
 @jobs.tool(name="asks-twice", task="optional")
 def asks_twice(arguments: JSON, context: RequestContext) -> Any:
     form = {"type": "object", "properties": {"v": {"type": "string"}}}
@@ -281,6 +293,16 @@ def test_async_work_runs_too() -> None:
 # -- how work ends ---------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("capabilities", [FOLLOWS, {}])
+@pytest.mark.parametrize("method", ["tasks/get", "tasks/update", "tasks/cancel"])
+def test_a_server_that_offers_no_tasks_serves_no_task_methods(
+    method: str, capabilities: JSON
+) -> None:
+    response = post(method, {"taskId": "abc"}, capabilities=capabilities, url="/plain/mcp")
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == -32601
+
+
 def test_a_tool_error_completes_the_task_with_an_error_result() -> None:
     done = terminal(start("tool-error"))
     assert done["status"] == "completed"
@@ -298,6 +320,13 @@ def test_a_protocol_error_fails_the_task_with_the_error() -> None:
     assert done["status"] == "failed"
     assert done["error"] == {"code": -32603, "message": "the backend refused"}
     assert "result" not in done
+
+
+@pytest.mark.parametrize("kind", ["cancelled", "exit"])
+def test_work_that_raises_what_is_no_exception_fails_the_task(kind: str) -> None:
+    done = terminal(start("exits", {"kind": kind}))
+    assert done["status"] == "failed"
+    assert done["error"]["code"] == -32603
 
 
 def test_the_task_is_audited_as_one_call_when_it_ends() -> None:
@@ -475,6 +504,21 @@ def test_a_task_failed_for_want_of_its_lease_is_announced() -> None:
     got = client.listen({"taskIds": [task_id]}, count=1, during=lambda: get(task_id))
     [sent] = got["notifications"]
     assert sent["params"]["status"] == "failed"
+    gate.set()
+
+
+def test_a_listen_stream_fails_a_followed_task_whose_process_ended(settings: Any) -> None:
+    from mcp_app.testing import MCPClient
+
+    settings.MCP_APP = {**settings.MCP_APP, "KEEPALIVE_SECONDS": 0.1}
+    client = MCPClient(jobs, capabilities=FOLLOWS)
+    task_id = start("gated")
+    Task.objects.filter(pk=task_id).update(lease_until=timezone.now() - timedelta(seconds=1))
+    # Nobody polls: the stream's own renewal finds the lapsed lease.
+    got = client.listen({"taskIds": [task_id]}, count=1)
+    [sent] = got["notifications"]
+    assert sent["params"]["status"] == "failed"
+    assert "ended before it finished" in sent["params"]["error"]["message"]
     gate.set()
 
 

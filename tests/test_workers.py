@@ -67,7 +67,10 @@ def test_results_exceptions_and_context_reach_the_caller() -> None:
         NAME.reset(token)
 
 
-def test_a_task_that_raises_leaves_its_thread_serving(caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize("error", [RuntimeError, SystemExit])
+def test_a_task_that_raises_leaves_its_thread_serving(
+    error: type[BaseException], caplog: pytest.LogCaptureFixture
+) -> None:
     pool = Workers()
     first = submit(pool, threading.get_ident).result(5)
     deadline = time.monotonic() + 5
@@ -75,7 +78,7 @@ def test_a_task_that_raises_leaves_its_thread_serving(caplog: pytest.LogCaptureF
         time.sleep(0.01)
 
     def broken() -> None:
-        raise RuntimeError("a task that reports nothing")
+        raise error("a task that reports nothing")
 
     pool.run(broken)
     deadline = time.monotonic() + 5

@@ -97,7 +97,7 @@ class ServerOptions:
             caps["completions"] = {}
         if self.logging:
             caps["logging"] = {}
-        if any(tool.task != "forbidden" for tool in catalog.tools):
+        if catalog.offers_tasks:
             caps["extensions"] = {tasks.EXTENSION: {}}
         return caps
 

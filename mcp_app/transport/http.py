@@ -354,11 +354,14 @@ class Endpoint:
             MissingClientCapability: it asks for task notifications without the extension.
         """
         options = self.server.options
-        own_tasks = None
+        own_tasks = lapses = None
         if task_wire.client_follows_tasks(req.capabilities):
 
             def own_tasks(task_ids: list[str]) -> list[str]:
                 return tasks.owned(self.server.name, request_state.caller_id(user), task_ids)
+
+            def lapses(task_ids: list[str]) -> None:
+                tasks.fail_lapsed(self, task_ids)
 
         return Listen(
             self.server,
@@ -370,6 +373,7 @@ class Endpoint:
             hides=lambda uris: hidden_uris(
                 self.server, uris, lambda fresh: self.context(req, fresh), user
             ),
+            lapses=lapses,
         )
 
     def discover(self, catalog: Catalog) -> JSON:
@@ -402,6 +406,9 @@ class Endpoint:
         task_started = False
         try:
             if req.method in task_wire.METHODS:
+                if not catalog.offers_tasks:
+                    # The extension is not advertised: its methods are not served.
+                    raise jsonrpc.MethodNotFound(f"Method not found: {req.method}")
                 result = self.finish(
                     req.method, tasks.handle(self, req.method, req.params, ctx), catalog
                 )

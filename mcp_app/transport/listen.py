@@ -99,6 +99,7 @@ class Listen:
         lists_may_change: bool = False,
         own_tasks: Callable[[list[str]], list[str]] | None = None,
         hides: Callable[[list[str]], frozenset[str]] | None = None,
+        lapses: Callable[[list[str]], None] | None = None,
     ) -> None:
         """Listen as ``requested``, for what ``capabilities`` offer; with ``lists_may_change``,
         a list empty now (so not in the capabilities) is listened to as well, since a
@@ -106,7 +107,8 @@ class Listen:
         keeps the requested ``taskIds`` that are the caller's. ``hides(uris)``: which URIs name
         resources the caller may not read, whose updates it is then not sent (their
         subscription is acknowledged all the same, as for URIs that name nothing yet); asked
-        again at each renewal of the stream.
+        again at each renewal of the stream. ``lapses(task_ids)``, at each renewal too, fails
+        the followed tasks whose process ended, which announces them.
 
         Raises:
             InvalidParams: the filter is not an object of the documented shape.
@@ -137,10 +139,12 @@ class Listen:
         self.request_id = request_id
         self.honoured = honoured
         self._hides = hides
+        self._lapses = lapses if honoured.get("taskIds") else None
         #: With resources to hide, which ones is found again at each renewal, and at once after
         #: a change of resources (``stale``): one made or restricted since is not announced to
-        #: a caller who may not read it.
-        self.renews = hides is not None and bool(honoured.get("resourceSubscriptions"))
+        #: a caller who may not read it. Followed tasks are checked for a process that ended.
+        self._hiding = hides is not None and bool(honoured.get("resourceSubscriptions"))
+        self.renews = self._hiding or self._lapses is not None
         self.stale = False
         self._uris = self._visible()
         self._task_channels = frozenset(
@@ -174,7 +178,10 @@ class Listen:
         pass
 
     def renew(self) -> bool:
-        self._uris = self._visible()
+        if self._hiding:
+            self._uris = self._visible()
+        if self._lapses is not None:
+            self._lapses(list(self.honoured["taskIds"]))
         return True
 
     def opening(self) -> list[Event]:
@@ -199,7 +206,7 @@ class Listen:
         """What a delivered message means for this stream (often nothing)."""
         if channel == self.server.channel("lists"):
             kinds = set(message.get("kinds", ()))
-            self.stale = self.stale or (self.renews and bool(kinds & RESOURCE_KINDS))
+            self.stale = self.stale or (self._hiding and bool(kinds & RESOURCE_KINDS))
             keys = {KIND_TO_FILTER.get(kind) for kind in kinds}
             return [
                 Event(self._tagged(method))

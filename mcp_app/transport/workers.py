@@ -71,7 +71,7 @@ class _Thread:
                 return
             try:
                 task()
-            except Exception:
+            except BaseException:  # SystemExit too: it would end only this thread
                 # A task reports its own outcome; one that fails to must not end the thread
                 # the pool counts on.
                 logger.exception("A task on an MCP call thread failed")
