@@ -158,10 +158,15 @@ def test_asyncio_runs_sigint_handler_is_left_alone() -> None:
     async def main() -> bool:
         return shutdown.install([signal.SIGINT])
 
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
-    assert asyncio.run(main()) is False
-    # asyncio.run() took its own handler back, as it only does if it is still the one set.
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    # Python's default, under which asyncio.run() sets its own (a shell in the background
+    # may have left SIGINT ignored).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        assert asyncio.run(main()) is False
+        # asyncio.run() took its own handler back, as it only does if it is still the one set.
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def test_the_gunicorn_hook_installs(server_handler: list[int]) -> None:
