@@ -765,6 +765,38 @@ def test_a_client_that_goes_away_before_the_first_event_cancels_its_call(app: Ro
     assert quiet_took and quiet_took[0] < 1.5
 
 
+@pytest.mark.parametrize("through", ["route", "django"])
+def test_a_client_that_goes_away_cancels_a_request_answered_in_one_piece(
+    app: Route, through: str
+) -> None:
+    from mcp_app import audit
+    from mcp_app.models import ToolCall
+
+    quiet_took.clear()
+
+    async def leave_soon(done: Exchange) -> None:
+        await asyncio.sleep(0.3)
+        done.disconnect()
+
+    # No progress token: the answer is plain JSON, and no stream to close. Leaving cancels
+    # it all the same (2026-07-28), under the route and Django's own handler alike.
+    done = mcp_call(
+        app if through == "route" else get_asgi_application(),
+        "tools/call",
+        {"name": "quiet"},
+        path_="/extra/mcp",
+        during=leave_soon,
+    )
+    deadline = time.monotonic() + 5
+    while not quiet_took and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert quiet_took and quiet_took[0] < 1.5
+    if through == "route":
+        assert done.sent == []  # nothing was sent to a client that had gone
+    audit.flush()
+    assert ToolCall.objects.get(name="quiet").outcome == "cancelled"
+
+
 def test_a_listen_stream_stays_open_until_the_client_goes_away(app: Route, mcp: Any) -> None:
     mcp(KEEPALIVE_SECONDS=0.05)
     channel = mcp_app.site.channel("lists")

@@ -368,3 +368,21 @@ def test_arguments_too_large_answer_no_id_that_is_not_one(client: Client, reques
         response = post(client, body, headers)
     assert response.status_code == 413
     assert "id" not in response.json()  # no id to answer to, as for any unreadable request
+
+
+@pytest.mark.parametrize("order", ["left first", "followed first"])
+def test_a_departure_cancels_the_request_whichever_side_comes_first(order: str) -> None:
+    from mcp_app.protocol.context import RequestContext
+    from mcp_app.transport.http import Departure
+
+    departure = Departure()
+    ctx = RequestContext(method="tools/call", params={})
+    if order == "left first":
+        departure.left()
+        assert not ctx.is_cancelled
+        departure.follow(ctx)
+    else:
+        departure.follow(ctx)
+        assert not ctx.is_cancelled
+        departure.left()
+    assert ctx.is_cancelled

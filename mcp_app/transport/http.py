@@ -48,6 +48,33 @@ Emit = Callable[[JSON], None]
 LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 
 
+class Departure:
+    """Tells a request answered in one piece (no stream) that its client went away: on the
+    2026-07-28 wire that cancels it, as closing a stream does."""
+
+    __slots__ = ("ctx", "gone")
+
+    def __init__(self) -> None:
+        self.gone = False
+        self.ctx: RequestContext | None = None
+
+    def left(self) -> None:
+        """The client went away (said where the disconnect is heard)."""
+        self.gone = True
+        ctx = self.ctx
+        if ctx is not None:
+            ctx.cancelled.set()
+
+    def follow(self, ctx: RequestContext) -> None:
+        """``ctx`` is the request's (said in its thread): cancel it once the client leaves.
+
+        Each side writes, then reads what the other writes: one of them sees both.
+        """
+        self.ctx = ctx
+        if self.gone:
+            ctx.cancelled.set()
+
+
 @dataclass
 class Incoming:
     """What the transport needs of an HTTP request, whatever framework received it."""
@@ -59,6 +86,7 @@ class Incoming:
     scheme: str = "http"
     user: Any = None
     request: Any = None
+    departure: Departure | None = None
 
 
 @dataclass
@@ -308,7 +336,9 @@ class Endpoint:
 
         if req.progress_token is not None or req.log_level is not None:
             return Reply(200, call=Call(run, ctx, req.id))
-        # Not a Call, so nothing cancels it: there is always a message.
+        # Not a Call: only its client leaving cancels it (then there is no message to send).
+        if incoming.departure is not None:
+            incoming.departure.follow(ctx)
         status, body = run(ctx)
         return Reply(status, body)
 

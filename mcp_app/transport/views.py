@@ -35,7 +35,7 @@ from ..conf import conf
 from ..delivery import backend
 from ..protocol import jsonrpc
 from . import sse
-from .http import Call, Incoming, Reply
+from .http import Call, Departure, Incoming, Reply
 from .pipe import Empty, Pipe
 from .sse import Event
 from .workers import workers
@@ -186,13 +186,16 @@ def host_refused_reply() -> Reply:
     return Reply(403, jsonrpc.error_response(None, jsonrpc.InvalidRequest("Host not allowed")))
 
 
-def _reply(server: Server, request: HttpRequest, hooks: Hooks) -> Reply:
+def _reply(
+    server: Server, request: HttpRequest, hooks: Hooks, departure: Departure | None = None
+) -> Reply:
     """What the endpoint answers a request: refusals first, then ``Endpoint.handle``."""
     data = incoming(request, hooks.headers(request))
     if data is None:
         return host_refused_reply()
     if isinstance(data, Reply):
         return data
+    data.departure = departure
     return server.endpoint.handle(data)  # type: ignore[no-any-return]
 
 
@@ -269,7 +272,11 @@ Item = tuple[str, Any]
 
 
 def _serve(
-    server: Server, request: HttpRequest, start: Callable[[Item], None], hooks: Hooks
+    server: Server,
+    request: HttpRequest,
+    start: Callable[[Item], None],
+    hooks: Hooks,
+    departure: Departure | None = None,
 ) -> Item | None:
     """All of a request's database work, in this one pool thread: prepare, handle, run.
 
@@ -283,7 +290,7 @@ def _serve(
         hooks.begin(request)
         reply = None
         try:
-            reply = _reply(server, request, hooks)
+            reply = _reply(server, request, hooks, departure)
             if reply.call is None:
                 last = (_REPLY, reply)
             else:
@@ -337,6 +344,7 @@ def _hop(
     server: Server,
     request: HttpRequest,
     hooks: Hooks,
+    departure: Departure,
 ) -> None:
     """The request's one task on a pool thread; its outcome settles ``first`` on the loop."""
     local = SyncToAsync.threadlocal
@@ -348,7 +356,7 @@ def _hop(
         loop.call_soon_threadsafe(_settle, first, item)
 
     try:
-        item = _serve(server, request, start, hooks)
+        item = _serve(server, request, start, hooks, departure)
         if item is not None:
             loop.call_soon_threadsafe(_settle, first, item)
     except BaseException as error:
@@ -386,18 +394,29 @@ async def respond(
     which may stream, wakes it before it ends.
 
     ``gone``, when given, returns once the client has disconnected: a call still waiting to
-    produce its first event is then cancelled, and ``ClientGone`` raised.
+    produce its first event is then cancelled, and ``ClientGone`` raised. A 2026-07-28
+    request answered in one piece is cancelled too, if it runs longer than
+    ``WATCH_AFTER_SECONDS`` (only then is the client watched: most are answered sooner).
+    Without ``gone``, such a request is cancelled when this coroutine is (Django's handler
+    cancels the view when its client disconnects).
     """
     loop = asyncio.get_running_loop()
     first: asyncio.Future[Item] = loop.create_future()
-    workers.run(functools.partial(_hop, loop, first, server, request, hooks))
-    kind, payload = await first
+    departure = Departure()
+    workers.run(functools.partial(_hop, loop, first, server, request, hooks, departure))
+    try:
+        kind, payload = await (first if gone is None else _watching(first, gone, departure))
+    except asyncio.CancelledError:
+        departure.left()
+        raise
     if kind == _FAILED:
         return _failed(payload)
     if kind == _REPLY:
         reply: Reply = payload
         if reply.listen is not None:
             return Answer(stream=_listen_chunks(reply.listen))
+        if departure.gone:
+            raise ClientGone
         return Answer(reply=reply)
     call, items = payload
     try:
@@ -414,6 +433,34 @@ async def respond(
     if plain is not None:
         return Answer(reply=plain, from_call=True)
     return Answer(stream=_call_chunks(call, kind, payload, items))
+
+
+#: How long a request runs before its client is watched for leaving (which takes a task).
+WATCH_AFTER_SECONDS = 0.05
+
+
+async def _watching(
+    first: asyncio.Future[Item], gone: Callable[[], Awaitable[None]], departure: Departure
+) -> Item:
+    """What ``first`` gives; tells ``departure`` if the client leaves meanwhile."""
+    loop = asyncio.get_running_loop()
+    watcher: asyncio.Future[None] | None = None
+
+    async def watch() -> None:
+        await gone()
+        departure.left()
+
+    def start() -> None:
+        nonlocal watcher
+        watcher = asyncio.ensure_future(watch())
+
+    timer = loop.call_later(WATCH_AFTER_SECONDS, start)
+    try:
+        return await first
+    finally:
+        timer.cancel()
+        if watcher is not None:
+            watcher.cancel()
 
 
 async def _unless_gone(waiting: Awaitable[Item], gone: Callable[[], Awaitable[None]]) -> Item:
