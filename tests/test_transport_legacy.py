@@ -645,13 +645,27 @@ def test_request_without_protocol_version_header_is_served(session: LegacySessio
     assert response.json() == {"jsonrpc": "2.0", "id": 1, "result": {}}
 
 
-@pytest.mark.parametrize("header", ["1999-01-01", "2026-07-28", "latest"])
+@pytest.mark.parametrize("header", ["1999-01-01", "latest"])
 def test_unsupported_protocol_version_header_is_400(session: LegacySession, header: str) -> None:
     response = session.post(
         {"jsonrpc": "2.0", "id": 1, "method": "ping"}, **{"MCP-Protocol-Version": header}
     )
     assert response.status_code == 400
     assert header in response.json()["error"]["message"]
+
+
+def test_a_sessions_request_under_the_stateless_revisions_header_is_judged_by_its_rules(
+    session: LegacySession,
+) -> None:
+    response = session.post(
+        {"jsonrpc": "2.0", "id": 1, "method": "ping"}, **{"MCP-Protocol-Version": "2026-07-28"}
+    )
+    # Not "unsupported": the revision is served, and its requests carry Mcp-Method.
+    assert response.status_code == 400
+    assert response.json()["error"] == {
+        "code": -32020,
+        "message": "Missing required header: Mcp-Method",
+    }
 
 
 @pytest.mark.parametrize("http_method", ["GET", "DELETE"])
@@ -1396,6 +1410,31 @@ def test_subscriptions_are_not_served_by_a_server_that_turned_them_off(
     assert answer["error"]["code"] == -32601
 
 
+def test_a_batch_entry_whose_id_cannot_be_read_is_answered_with_a_null_id(
+    connect: Callable[..., LegacySession],
+) -> None:
+    session = connect("2025-03-26")
+    initialize = {
+        "protocolVersion": "2025-03-26",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    }
+    batch = [
+        1,
+        [{"jsonrpc": "2.0", "id": 2, "method": "ping"}],
+        # A notification, though named initialize: never answered.
+        {"jsonrpc": "2.0", "method": "initialize", "params": initialize},
+        {"jsonrpc": "2.0", "id": 3, "method": "ping"},
+    ]
+    answers = session.post(batch).json()
+    # JSON-RPC 2.0: an error whose request's id could not be read has the id null.
+    assert [(a["id"], a.get("error", {}).get("code")) for a in answers] == [
+        (None, -32600),
+        (None, -32600),
+        (3, None),
+    ]
+
+
 def test_batch_of_notifications_only_is_202(connect: Callable[..., LegacySession]) -> None:
     session = connect("2025-03-26")
     batch = [
@@ -1845,3 +1884,20 @@ def test_delete_ends_a_resumed_stream_whose_call_runs_nowhere(session: LegacySes
     assert reader.next_message()["method"] == "notifications/progress"
     assert session.client.delete("/mcp", headers=session.headers()).status_code == 200
     reader.until_end(timeout=5)
+
+
+def test_a_stateless_request_naming_a_session_is_served_statelessly() -> None:
+    body, headers = modern_request("server/discover")
+    headers["Mcp-Session-Id"] = "abc"  # the stateless revision has none: ignored
+    response = Client().post(
+        "/mcp", data=json.dumps(body), content_type="application/json", headers=headers
+    )
+    assert response.status_code == 200, response.content
+    assert "Mcp-Session-Id" not in response.headers
+    assert "2026-07-28" in response.json()["result"]["supportedVersions"]
+    # A batch on that revision is no request of its, whatever session it names.
+    batch = Client().post(
+        "/mcp", data=json.dumps([body]), content_type="application/json", headers=headers
+    )
+    assert batch.status_code == 400
+    assert batch.json()["error"]["code"] == -32600

@@ -44,8 +44,12 @@ def is_legacy(message: Any, headers: Any) -> bool:
     """Tell the eras apart: a session, a batch, or a bare ``initialize`` is the initialize era.
 
     A request carrying the stateless revision's ``_meta`` is served statelessly unless it
-    names a session.
+    names a session; one whose ``MCP-Protocol-Version`` header names the stateless revision
+    is, whatever else it carries (that revision has no sessions: an ``Mcp-Session-Id`` is
+    ignored, and a batch refused as no JSON-RPC request of its).
     """
+    if (headers.get("mcp-protocol-version") or "").strip() == versions.MODERN:
+        return False
     if headers.get("mcp-session-id"):
         return True
     if isinstance(message, list):
@@ -569,9 +573,10 @@ class LegacyEndpoint:
         answers: list[JSON] = []
         for message in messages:
             if isinstance(message, dict) and message.get("method") == "initialize":
-                answers.append(
-                    _error(message.get("id"), InvalidRequest("initialize cannot be batched"))
-                )
+                if "id" in message:  # a notification is never answered, even a wrong one
+                    answers.append(
+                        _error(message.get("id"), InvalidRequest("initialize cannot be batched"))
+                    )
                 continue
             reply = self.post(message, incoming) if not isinstance(message, list) else None
             if reply is None:
@@ -585,6 +590,10 @@ class LegacyEndpoint:
                     answers.append(final.message)
             elif reply.body is not None:
                 answers.append(reply.body)
+        for answer in answers:
+            # JSON-RPC 2.0: an entry whose request's id could not be read has the id null (in
+            # an array, an entry without one is matched to no request).
+            answer.setdefault("id", None)
         return Reply(200, answers) if answers else Reply(202)
 
     # -- a call, with its input loop -----------------------------------------------------
