@@ -49,6 +49,7 @@ def test_a_reply_without_body_is_empty() -> None:
     response = to_response(Reply(202))
     assert response.status_code == 202
     assert response.content == b""
+    assert "Content-Type" not in response  # no HTML page, nor anything else
 
 
 def test_a_reply_json_cannot_carry_is_an_internal_error() -> None:

@@ -171,6 +171,8 @@ def to_response(reply: Reply) -> HttpResponse:
     """The reply as Django's ``JsonResponse`` would send it."""
     if reply.body is None:
         response = HttpResponse(status=reply.status)
+        # No body, so no type: Django's default would call it an HTML page.
+        del response["Content-Type"]
     else:
         response = HttpResponse(
             jsonrpc.encode(reply.body, ENCODER),
