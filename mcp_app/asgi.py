@@ -183,8 +183,9 @@ async def _serve(
         _log(400, None, scope["path"])
         return
     request.resolver_match = match
+    client = _Client(receive)
     try:
-        answer = await _answer(server, request, body, receive)
+        answer = await _answer(server, request, body, client)
     except ClientGone:
         return
     except _TooLarge:
@@ -197,7 +198,7 @@ async def _serve(
         response = await sync_to_async(failure, thread_sensitive=False)(exc, request)
         answer = Answer(response=response)
     if answer.stream is not None:
-        await _send_stream(answer, receive, send, request)
+        await _send_stream(answer, client, send, request)
     elif answer.response is not None:
         await _send_response(answer.response, send)
     else:
@@ -206,15 +207,30 @@ async def _serve(
         await _send_reply(answer.reply, send, request if answer.from_call else None)
 
 
+class _Client:
+    """The client's end of the connection: whether it left, once heard, is kept (a server may
+    hand out ``http.disconnect`` only once, and several waits ask)."""
+
+    def __init__(self, receive: Receive) -> None:
+        self.receive = receive
+        self.left = False
+
+    async def gone(self) -> None:
+        """Return once the client has disconnected (at once if it was heard before)."""
+        while not self.left:
+            if (await self.receive())["type"] == "http.disconnect":
+                self.left = True
+
+
 async def _answer(
-    server: Server, request: ASGIRequest, body: io.BytesIO, receive: Receive
+    server: Server, request: ASGIRequest, body: io.BytesIO, client: _Client
 ) -> Answer:
     limit = body_limit()
     if declared_length(request) > limit:
         raise _TooLarge
     size = 0
     while True:
-        message = await receive()
+        message = await client.receive()
         if message["type"] == "http.disconnect":
             raise ClientGone
         chunk = message.get("body", b"")
@@ -230,11 +246,7 @@ async def _answer(
         # holds already: an ASGI server runs each request in a context of its own.
         set_script_prefix(request.script_name)
 
-    async def gone() -> None:
-        while (await receive())["type"] != "http.disconnect":
-            pass
-
-    return await respond(server, request, _HOOKS, gone)
+    return await respond(server, request, _HOOKS, client.gone)
 
 
 class _BareHooks(Hooks):
@@ -351,7 +363,7 @@ async def _send_response(response: HttpResponse, send: Send) -> None:
     await send({"type": "http.response.body", "body": response.content})
 
 
-async def _send_stream(answer: Answer, receive: Receive, send: Send, request: HttpRequest) -> None:
+async def _send_stream(answer: Answer, client: _Client, send: Send, request: HttpRequest) -> None:
     """An event stream until it ends or the client goes away, which ends (cancels) it."""
     assert answer.stream is not None
     chunks = answer.stream
@@ -362,13 +374,9 @@ async def _send_stream(answer: Answer, receive: Receive, send: Send, request: Ht
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
         await send({"type": "http.response.body", "body": b""})
 
-    async def disconnected() -> None:
-        while (await receive())["type"] != "http.disconnect":
-            pass
-
     await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
     writer = asyncio.ensure_future(write())
-    watcher = asyncio.ensure_future(disconnected())
+    watcher = asyncio.ensure_future(client.gone())
     try:
         await asyncio.wait({writer, watcher}, return_when=asyncio.FIRST_COMPLETED)
     finally:

@@ -215,8 +215,10 @@ def fail_lapsed(endpoint: Endpoint, task_ids: list[str]) -> None:
 
 def _fail_lapsed(endpoint: Endpoint, rows: Any, task_id: str) -> None:
     ended = InternalError("The process running the task ended before it finished")
+    # Its lease is read again in the update: one renewed since it was found lapsed stands.
+    lapsed = rows.filter(lease_until__lte=timezone.now())
     if _finish(
-        rows, wire.FAILED, error=ended.to_error(), message="The process running the task ended"
+        lapsed, wire.FAILED, error=ended.to_error(), message="The process running the task ended"
     ):
         _announce(endpoint, task_id)
 

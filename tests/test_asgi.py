@@ -158,6 +158,10 @@ class Exchange:
 
     #: The client goes away after the last chunk, which announced more.
     truncated: bool = False
+    #: ``http.disconnect`` is handed out once, then ``receive`` waits for ever (as a server
+    #: whose messages come from a queue does), rather than again and again (as uvicorn does).
+    disconnect_once: bool = False
+    disconnects: int = 0
 
     async def receive(self) -> JSON:
         if self.reads < len(self.chunks):
@@ -166,6 +170,9 @@ class Exchange:
             return {"type": "http.request", "body": self.chunks[self.reads - 1], "more_body": more}
         if not self.truncated:
             await self.gone.wait()
+        self.disconnects += 1
+        if self.disconnect_once and self.disconnects > 1:
+            await asyncio.Event().wait()
         return {"type": "http.disconnect"}
 
     async def send(self, message: JSON) -> None:
@@ -795,6 +802,41 @@ def test_a_client_that_goes_away_cancels_a_request_answered_in_one_piece(
         assert done.sent == []  # nothing was sent to a client that had gone
     audit.flush()
     assert ToolCall.objects.get(name="quiet").outcome == "cancelled"
+
+
+@pytest.mark.parametrize("progress", [True, False], ids=["streamed", "plain"])
+def test_a_disconnect_heard_once_while_the_request_was_prepared_still_cancels_it(
+    app: Route, monkeypatch: pytest.MonkeyPatch, progress: bool
+) -> None:
+    from mcp_app import asgi
+
+    quiet_took.clear()
+    begin = asgi._BareHooks.begin
+
+    def slowly(self: Any, request: Any) -> None:
+        time.sleep(0.3)  # as slow authentication would: the client is watched meanwhile
+        begin(self, request)
+
+    monkeypatch.setattr(asgi._BareHooks, "begin", slowly)
+
+    async def leave_soon(done: Exchange) -> None:
+        done.disconnect_once = True
+        await asyncio.sleep(0.1)
+        done.disconnect()
+
+    done = mcp_call(
+        app,
+        "tools/call",
+        {"name": "quiet"},
+        path_="/extra/mcp",
+        meta={"progressToken": "q"} if progress else None,
+        during=leave_soon,
+    )
+    deadline = time.monotonic() + 5
+    while not quiet_took and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert quiet_took and quiet_took[0] < 1.5
+    assert done.sent == []
 
 
 def test_a_listen_stream_stays_open_until_the_client_goes_away(app: Route, mcp: Any) -> None:

@@ -593,3 +593,45 @@ def test_a_renewal_that_fails_keeps_the_stream_and_is_logged_once(
     forget()
     renewals.stop()
     assert caplog.text.count("Could not renew a stream; it stays open") == 1
+
+
+def test_the_renewals_thread_outlives_a_failing_pass(
+    settings: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from mcp_app.transport.stdio import _Renewals
+
+    settings.MCP_APP = {**settings.MCP_APP, "KEEPALIVE_SECONDS": 0.05}
+    passes: list[int] = []
+    renew_due = _Renewals._renew_due
+
+    def failing_once(self: _Renewals) -> float:
+        passes.append(1)
+        if len(passes) == 1:
+            raise RuntimeError("the settings could not be read")
+        return renew_due(self)
+
+    monkeypatch.setattr(_Renewals, "_renew_due", failing_once)
+
+    class Counted:
+        channels: list[str] = []
+        renews = True
+        stale = False
+        renewals = 0
+
+        def notifications(self, channel: str, message: dict[str, Any]) -> list[Any]:
+            return []
+
+        def renew(self) -> bool:
+            self.renewals += 1
+            return True
+
+    renewals = _Renewals()
+    stream = Counted()
+    renewals.add(stream)
+    deadline = time.monotonic() + 5
+    while stream.renewals < 2:
+        assert time.monotonic() < deadline, "the renewals stopped"
+        time.sleep(0.01)
+    renewals.stop()
+    renewals.join(5)
+    assert "The stdio renewals failed" in caplog.text

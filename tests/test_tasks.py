@@ -508,11 +508,14 @@ def test_a_task_failed_for_want_of_its_lease_is_announced() -> None:
 
 
 def test_a_listen_stream_fails_a_followed_task_whose_process_ended(settings: Any) -> None:
+    from mcp_app import tasks
     from mcp_app.testing import MCPClient
 
     settings.MCP_APP = {**settings.MCP_APP, "KEEPALIVE_SECONDS": 0.1}
     client = MCPClient(jobs, capabilities=FOLLOWS)
     task_id = start("gated")
+    # As if its process had ended: nothing renews its lease, which has run out.
+    tasks._watcher.remove(task_id)
     Task.objects.filter(pk=task_id).update(lease_until=timezone.now() - timedelta(seconds=1))
     # Nobody polls: the stream's own renewal finds the lapsed lease.
     got = client.listen({"taskIds": [task_id]}, count=1)
@@ -520,6 +523,19 @@ def test_a_listen_stream_fails_a_followed_task_whose_process_ended(settings: Any
     assert sent["params"]["status"] == "failed"
     assert "ended before it finished" in sent["params"]["error"]["message"]
     gate.set()
+
+
+def test_a_lease_renewed_since_it_was_found_lapsed_stands() -> None:
+    from mcp_app import tasks
+
+    task_id = start("gated")
+    Task.objects.filter(pk=task_id).update(lease_until=timezone.now() - timedelta(seconds=1))
+    lapsed = tasks._rows(task_id)  # found lapsed; then its process renews the lease
+    Task.objects.filter(pk=task_id).update(lease_until=timezone.now() + timedelta(seconds=60))
+    tasks._fail_lapsed(jobs.endpoint, lapsed, task_id)
+    assert Task.objects.get(pk=task_id).status == "working"
+    gate.set()
+    assert terminal(task_id)["status"] == "completed"
 
 
 def test_a_task_whose_every_request_is_answered_is_working_until_it_resumes(

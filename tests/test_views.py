@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -257,6 +258,19 @@ def test_a_stream_whose_renewal_fails_stays_open_and_says_so_once(
     assert caplog.text.count("Could not renew a stream; it stays open") == 1
 
 
+@pytest.fixture
+def shutdown_state(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A shutdown state of the test's own; its reader thread let go of, and its pipe closed."""
+    from mcp_app import shutdown
+
+    state = shutdown._State()
+    monkeypatch.setattr(shutdown, "_state", state)
+    yield state
+    shutdown.begin()
+    monkeypatch.undo()
+    state.close()
+
+
 def _read_listen(view: str, stream: Any, within: float = 5) -> list[bytes]:
     """The chunks of a listen stream, through the async or the sync view, till it ends;
     fails the test if it does not end ``within`` seconds."""
@@ -287,27 +301,32 @@ def _read_listen(view: str, stream: Any, within: float = 5) -> list[bytes]:
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("view", ["async", "sync"])
 def test_a_listen_stream_ends_with_its_final_result_when_the_process_shuts_down(
-    view: str, monkeypatch: Any, settings: Any
+    view: str, shutdown_state: Any, settings: Any
 ) -> None:
     import threading
+    import time
 
     from mcp_app import shutdown
     from mcp_app.server import servers
     from mcp_app.transport.listen import Listen
 
-    state = shutdown._State()
-    monkeypatch.setattr(shutdown, "_state", state)
+    state = shutdown_state
     # No keep-alive or renewal would notice the shutdown: the stream must be woken.
     settings.MCP_APP = {**settings.MCP_APP, "KEEPALIVE_SECONDS": 60}
     stream = Listen(servers["default"], "listen-8", {"toolsListChanged": True}, {})
-    # Once the stream is open and waits, the server shuts down.
-    timer = threading.Timer(0.3, shutdown.begin)
-    timer.start()
+
+    def once_the_stream_waits() -> None:
+        deadline = time.monotonic() + 5
+        while not state.callbacks and time.monotonic() < deadline:
+            time.sleep(0.01)
+        shutdown.begin()
+
+    shutting = threading.Thread(target=once_the_stream_waits)
+    shutting.start()
     try:
         chunks = _read_listen(view, stream)
     finally:
-        timer.cancel()
-        timer.join()
+        shutting.join()
     data = [line[6:] for line in chunks[-1].decode().splitlines() if line.startswith("data: ")]
     assert json.loads(data[0])["result"]["_meta"] == {
         "io.modelcontextprotocol/subscriptionId": "listen-8"
@@ -317,11 +336,10 @@ def test_a_listen_stream_ends_with_its_final_result_when_the_process_shuts_down(
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("view", ["async", "sync"])
 def test_a_listen_stream_that_ends_stops_watching_for_the_shutdown(
-    view: str, monkeypatch: Any, settings: Any
+    view: str, shutdown_state: Any, settings: Any
 ) -> None:
     from mcp_app import shutdown
 
-    monkeypatch.setattr(shutdown, "_state", shutdown._State())
     settings.MCP_APP = {**settings.MCP_APP, "KEEPALIVE_SECONDS": 0.05}
     stream = _FailingRenewal()  # ends at its fourth renewal
     _read_listen(view, stream)

@@ -23,6 +23,8 @@ EXTENSION = "io.modelcontextprotocol/tasks"
 SUPPORT = ("forbidden", "optional", "required")
 METHODS = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
 WORKING, INPUT_REQUIRED = "working", "input_required"
+#: The statuses of a task that has not ended.
+OPEN_STATUSES = frozenset({WORKING, INPUT_REQUIRED})
 COMPLETED, FAILED, CANCELLED = "completed", "failed", "cancelled"
 #: The longest task id there is (the column's length).
 TASK_ID_MAX = 64

@@ -140,6 +140,8 @@ class Listen:
         self.honoured = honoured
         self._hides = hides
         self._lapses = lapses if honoured.get("taskIds") else None
+        #: The followed tasks not known to have ended: only those are checked for a lapse.
+        self._open_tasks = set(honoured.get("taskIds", ()))
         #: With resources to hide, which ones is found again at each renewal, and at once after
         #: a change of resources (``stale``): one made or restricted since is not announced to
         #: a caller who may not read it. Followed tasks are checked for a process that ended.
@@ -154,7 +156,7 @@ class Listen:
     @property
     def channels(self) -> list[str]:
         names = []
-        if self.renews or any(key in self.honoured for key, _, _ in LISTS):
+        if self._hiding or any(key in self.honoured for key, _, _ in LISTS):
             names.append(self.server.channel("lists"))
         if self.honoured.get("resourceSubscriptions"):
             # Even when all are hidden now: one may be readable at the next renewal.
@@ -180,8 +182,8 @@ class Listen:
     def renew(self) -> bool:
         if self._hiding:
             self._uris = self._visible()
-        if self._lapses is not None:
-            self._lapses(list(self.honoured["taskIds"]))
+        if self._lapses is not None and self._open_tasks:
+            self._lapses(sorted(self._open_tasks))
         return True
 
     def opening(self) -> list[Event]:
@@ -217,5 +219,8 @@ class Listen:
         if channel == self.server.channel("updated") and uri in self._uris:
             return [Event(self._tagged("notifications/resources/updated", {"uri": uri}))]
         if channel in self._task_channels and isinstance(message.get("task"), dict):
-            return [Event(self._tagged("notifications/tasks", message["task"]))]
+            task = message["task"]
+            if task.get("status") not in tasks.OPEN_STATUSES:
+                self._open_tasks.discard(task.get("taskId"))
+            return [Event(self._tagged("notifications/tasks", task))]
         return []

@@ -81,6 +81,7 @@ class StdioServer:
         deadline = time.monotonic() + DRAIN_SECONDS
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
+        self._renewals.join(max(0.0, deadline - time.monotonic()))
         with self._calls_lock:
             left = list(self._calls.values())
         for ctx in left:
@@ -433,9 +434,21 @@ class _Renewals:
         self._stopped = True
         self._wake.set()
 
+    def join(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for a renewal under way to finish."""
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+
     def _run(self) -> None:
         while not self._stopped:
-            self._wake.wait(self._renew_due())
+            try:
+                wait = self._renew_due()
+            except Exception:
+                # Reading the settings, say: the thread must live on for the next streams.
+                logger.exception("The stdio renewals failed")
+                wait = conf.KEEPALIVE_SECONDS
+            self._wake.wait(wait)
             self._wake.clear()
 
     def _renew_due(self) -> float:
@@ -453,7 +466,8 @@ class _Renewals:
                 stream.stale = False
                 self._renew(key, stream)
         finally:
-            close_old_connections()
+            with contextlib.suppress(Exception):  # a connection that cannot even close
+                close_old_connections()
         with self._lock:
             for key, _stream in due:
                 if key in self._streams:

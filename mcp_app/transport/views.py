@@ -650,8 +650,10 @@ class _ListenRelay:
         return self.overflowed or self.shut
 
     def unsubscribe(self) -> None:
-        self._unsubscribe()
-        self._unwatch()
+        try:
+            self._unsubscribe()
+        finally:
+            self._unwatch()
 
     def _shutdown(self) -> None:
         self.shut = True
