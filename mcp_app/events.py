@@ -6,6 +6,7 @@ import contextlib
 import functools
 import logging
 import secrets
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -56,6 +57,11 @@ class StreamLog:
         self.session_id = session_id
         self.seq = 0
         self.opened = False
+        #: Its session ended: nothing more is kept (nor published) for a client that is gone.
+        self.silenced = False
+        # A handler may emit from several threads: each event gets a number of its own, and
+        # is queued for writing in that order.
+        self._lock = threading.RLock()
 
     @functools.cached_property
     def stream(self) -> str:
@@ -66,20 +72,29 @@ class StreamLog:
     def channel(self) -> str:
         return stream_channel(self.server, self.session_id, self.stream)
 
+    def silence(self) -> None:
+        """Keep nothing more: the stream's session ended, and its events with it."""
+        with self._lock:
+            self.silenced = True
+
     def open(self) -> None:
         """Record the stream's start (its priming event), binding it to the session."""
-        if not self.opened:
-            self.opened = True
-            _write(self.session_id, self.stream, 0, {}, None)
+        with self._lock:
+            if not self.opened and not self.silenced:
+                self.opened = True
+                _write(self.session_id, self.stream, 0, {}, None)
 
     def priming_id(self) -> str:
         return f"{self.stream}-0"
 
     def end(self) -> None:
         """Record that the stream ends without a response (its request was cancelled)."""
-        self.open()
-        self.seq += 1
-        _write(self.session_id, self.stream, self.seq, dict(END), self.channel)
+        with self._lock:
+            if self.silenced:
+                return
+            self.open()
+            self.seq += 1
+            _write(self.session_id, self.stream, self.seq, dict(END), self.channel)
 
     def append(self, message: JSON) -> str:
         """Record ``message``, publish it on the stream's channel, and return its event id.
@@ -87,11 +102,14 @@ class StreamLog:
         It is kept as it is sent: dates and decimals as text, as answers encode them, and a
         value JSON cannot carry as ``jsonrpc.encode`` replaces it.
         """
-        self.open()
-        self.seq += 1
         kept = sse.as_sent(message)
-        _write(self.session_id, self.stream, self.seq, kept, self.channel)
-        return f"{self.stream}-{self.seq}"
+        with self._lock:
+            self.open()
+            self.seq += 1
+            seq = self.seq
+            if not self.silenced:
+                _write(self.session_id, self.stream, seq, kept, self.channel)
+        return f"{self.stream}-{seq}"
 
 
 #: Events are written by one thread of their own, on its own database connection, so they
@@ -184,11 +202,22 @@ def events_from(session_id: str, stream: str, seq: int) -> list[tuple[int, JSON]
 
 
 def clean_events() -> int:
-    """Remove events older than ``EVENT_RETENTION_SECONDS``; how many went."""
+    """Remove the events of streams that have had none for ``EVENT_RETENTION_SECONDS``; how
+    many went.
+
+    A stream is kept whole while it is in use: a call that let go of its connection and
+    works on may add its answer long after its first events, and a client resuming from
+    one of those must still find it.
+    """
+    from django.db.models import Exists, OuterRef
+
     from .models import StreamEvent
 
     cutoff = timezone.now() - timedelta(seconds=conf.EVENT_RETENTION_SECONDS)
-    return StreamEvent.objects.filter(created__lt=cutoff).delete()[0]
+    recent = StreamEvent.objects.filter(
+        session_id=OuterRef("session_id"), stream=OuterRef("stream"), created__gte=cutoff
+    )
+    return StreamEvent.objects.filter(created__lt=cutoff).exclude(Exists(recent)).delete()[0]
 
 
 def events_after(session_id: str, stream: str, seq: int) -> list[tuple[int, JSON]] | None:

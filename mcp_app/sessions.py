@@ -302,9 +302,13 @@ class CacheSessionStore(SessionStore):
                 self.cache.delete(key)
 
     def end(self, session_id: str) -> bool:
+        from .models import StreamEvent
+
         key = self.prefix + session_id
         # Marked first, so a change already under way cannot write the session back.
         self.cache.set(key + ":ended", 1, conf.SESSION_IDLE_SECONDS)
+        # Its streams' events are rows whatever the store: they go with it, as in the other.
+        StreamEvent.objects.filter(session_id=session_id).delete()
         return bool(self.cache.delete(key))
 
 

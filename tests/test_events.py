@@ -213,6 +213,35 @@ def test_clean_events_follows_the_retention_setting(log: StreamLog) -> None:
         assert clean_events() == 2  # the event and the stream's priming record
 
 
+@override_settings(MCP_APP={"EVENT_RETENTION_SECONDS": 600})
+def test_a_stream_with_a_recent_event_is_kept_whole(log: StreamLog) -> None:
+    log.append(note(1))
+    age_events(log.stream, 601)  # its call let go of the connection, and worked on quietly
+    log.append(note(2))  # then answered
+    assert clean_events() == 0
+    assert [seq for seq, _ in events_after(OWNER, log.stream, 0) or []] == [1, 2]
+
+
+def test_events_emitted_from_many_threads_have_ids_of_their_own(log: StreamLog) -> None:
+    import threading
+
+    ids: list[str] = []
+
+    def emit() -> None:
+        for n in range(20):
+            ids.append(log.append(note(n)))
+
+    threads = [threading.Thread(target=emit) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(set(ids)) == 120
+    # Each id names the message it was sent with.
+    stored = dict(events_after(OWNER, log.stream, 0) or [])
+    assert sorted(stored) == list(range(1, 121))
+
+
 def test_cleaned_stream_can_no_longer_be_resumed(log: StreamLog) -> None:
     log.append(note(1))
     age_events(log.stream, 10_000)

@@ -333,8 +333,7 @@ def test_database_a_busy_session_restarts_its_idle_clock_from_memory(
     assert timezone.now() - Session.objects.get().last_seen < timedelta(seconds=5)
 
 
-def test_database_end_drops_the_sessions_events_only() -> None:
-    store = DatabaseSessionStore()
+def test_end_drops_the_sessions_events_only(store: SessionStore) -> None:
     store.create(make("a" * 43))
     store.create(make("b" * 43))
     StreamEvent.objects.create(session_id="a" * 43, stream="s1", seq=1, message={})

@@ -1320,6 +1320,34 @@ def test_a_call_cancelled_after_it_let_go_of_its_stream_ends_a_resumed_stream(
     assert [event.message for event in resumed.until_end() if event.message] == []
 
 
+def test_a_call_running_when_its_session_is_deleted_leaves_no_events_behind(
+    session: LegacySession, temporary: Callable[..., None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcp_app import events
+
+    returned, ended = threading.Event(), threading.Event()
+    end = events.StreamLog.end
+
+    def end_noted(self: events.StreamLog) -> None:
+        end(self)
+        ended.set()
+
+    monkeypatch.setattr(events.StreamLog, "end", end_noted)
+
+    def wait(context: RequestContext) -> None:
+        context.cancelled.wait(WAIT)
+        context.log("info", "still here")  # emitted after the session ended
+        returned.set()
+
+    resumed, _ = resumed_held_call(session, temporary, 19, wait)
+    assert session.client.delete("/mcp", headers=session.headers()).status_code == 200
+    assert returned.wait(WAIT)
+    resumed.until_end()
+    assert ended.wait(WAIT)  # the cancelled call marked where its stream ends, or would have
+    events._written()
+    assert not StreamEvent.objects.filter(session_id=session.id).exists()
+
+
 def test_cancelling_another_request_id_leaves_the_call_waiting(
     connect: Callable[..., LegacySession],
 ) -> None:

@@ -480,10 +480,11 @@ class LegacyEndpoint:
         ctx = self.context(session, method, params, incoming.user, incoming.request)
         catalog = self.server.catalog()
 
-        def run(ctx: RequestContext) -> tuple[int, JSON | None]:
-            return 200, self.call(request_id, method, params, ctx, catalog, session)
-
         log = StreamLog(self.server, session.id)
+
+        def run(ctx: RequestContext) -> tuple[int, JSON | None]:
+            return 200, self.call(request_id, method, params, ctx, catalog, session, log)
+
         retry = conf.SSE_RETRY_MS if session.protocol_version >= "2025-11-25" else None
         return Reply(200, call=Call(run, ctx, request_id, log=log, retry_ms=retry))
 
@@ -606,15 +607,19 @@ class LegacyEndpoint:
         ctx: RequestContext,
         catalog: Catalog,
         session: sessions.SessionData,
+        log: StreamLog | None = None,
     ) -> JSON | None:
         """Run a request to its final message, asking the client itself for any input.
 
         ``None`` when the client cancelled it (or ended its session): the request is then
-        answered with nothing, as the client no longer waits for an answer.
+        answered with nothing, as the client no longer waits for an answer. Once the session
+        has ended, its stream's ``log`` keeps nothing more (its events were deleted with it).
         """
         inbox: queue.Queue[JSON] = queue.Queue()
 
         def sink(channel: str, message: JSON) -> None:
+            if message.get("ended") and log is not None:
+                log.silence()
             if message.get("cancel") == request_id or message.get("ended"):
                 ctx.cancelled.set()
                 inbox.put({})
