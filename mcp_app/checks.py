@@ -10,7 +10,8 @@
 # Deployment warnings (check --deploy): W001 the key signing requestState is missing or
 # insecure, W002 no allowed origins with DEBUG off, W003 "*" among the allowed origins, W004 an
 # allowed origin that can never match, W006 "*" among ALLOWED_HOSTS (own origin not trusted), W007
-# throttles without REST_FRAMEWORK["NUM_PROXIES"] (X-Forwarded-For chooses the anonymous ident).
+# throttles without REST_FRAMEWORK["NUM_PROXIES"] (X-Forwarded-For chooses the anonymous ident),
+# W008 sessions kept in a cache of the process's own memory (other workers do not find them).
 #
 # Connection warning (check --database <alias>, and migrate): W005 the delivery backend cannot
 # be reached. Connecting is kept to commands that ask for it, as Django does for its own
@@ -450,6 +451,7 @@ def check_deployment(app_configs: Any = None, **kwargs: Any) -> list[CheckMessag
                 id="mcp_app.W007",
             )
         )
+    warnings += _session_cache_warnings()
     if "*" in origins:
         warnings.append(
             Warning(
@@ -570,3 +572,39 @@ def _table_problem(alias: str, databases: Sequence[str]) -> str | None:
     if table not in tables:
         return f"table {table} does not exist in database {alias!r}; run migrate."
     return None
+
+
+#: Cache backends whose entries only the process that wrote them can read.
+_PROCESS_CACHES = (
+    "django.core.cache.backends.locmem.LocMemCache",
+    "django.core.cache.backends.dummy.DummyCache",
+)
+
+
+def _session_cache_warnings() -> list[CheckMessage]:
+    from django.conf import settings
+    from django.utils.module_loading import import_string
+
+    from .conf import conf
+    from .sessions import CacheSessionStore
+
+    try:
+        store = import_string(conf.SESSION_STORE)
+        alias = conf.SESSION_CACHE
+    except Exception:
+        return []  # E007
+    if not (isinstance(store, type) and issubclass(store, CacheSessionStore)):
+        return []
+    backend = (getattr(settings, "CACHES", {}).get(alias) or {}).get("BACKEND")
+    if backend not in _PROCESS_CACHES:
+        return []
+    return [
+        Warning(
+            f"Initialize-era sessions are kept in the cache {alias!r} ({backend}), which "
+            "only the process that wrote an entry can read.",
+            hint="With more than one worker process, a session begun on one is not found on "
+            "the others (404). Use a shared cache (Redis, Memcached, the database) for "
+            "MCP_APP['SESSION_CACHE'], or the default DatabaseSessionStore.",
+            id="mcp_app.W008",
+        )
+    ]

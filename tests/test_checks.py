@@ -388,6 +388,16 @@ def test_throttles_without_num_proxies_are_w007() -> None:
     assert deploy_ids(SECRET_KEY=GOOD_KEY, MCP_APP=ORIGINS) == []
 
 
+def test_sessions_in_a_cache_of_the_process_own_memory_are_w008() -> None:
+    cached = {**ORIGINS, "SESSION_STORE": "mcp_app.sessions.CacheSessionStore"}
+    locmem = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    shared = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache"}}
+    assert deploy_ids(SECRET_KEY=GOOD_KEY, MCP_APP=cached, CACHES=locmem) == ["mcp_app.W008"]
+    assert deploy_ids(SECRET_KEY=GOOD_KEY, MCP_APP=cached, CACHES=shared) == []
+    # The default store keeps sessions in the database, whatever the caches.
+    assert deploy_ids(SECRET_KEY=GOOD_KEY, MCP_APP=ORIGINS, CACHES=locmem) == []
+
+
 def test_any_origin_is_w003() -> None:
     assert deploy_ids(SECRET_KEY=GOOD_KEY, MCP_APP={"ALLOWED_ORIGINS": ["*"]}) == ["mcp_app.W003"]
 
