@@ -201,6 +201,13 @@ def events_from(session_id: str, stream: str, seq: int) -> list[tuple[int, JSON]
     return rows
 
 
+def has_events_after(session_id: str, stream: str, seq: int) -> bool:
+    """Whether the stream has events after ``seq`` in the log."""
+    from .models import StreamEvent
+
+    return StreamEvent.objects.filter(session_id=session_id, stream=stream, seq__gt=seq).exists()
+
+
 def clean_events() -> int:
     """Remove the events of streams that have had none for ``EVENT_RETENTION_SECONDS``; how
     many went.

@@ -1320,6 +1320,25 @@ def test_a_call_cancelled_after_it_let_go_of_its_stream_ends_a_resumed_stream(
     assert [event.message for event in resumed.until_end() if event.message] == []
 
 
+def test_a_resumed_stream_whose_delivery_was_lost_ends_for_the_client_to_resume_again(
+    session: LegacySession, temporary: Callable[..., None], settings: Any
+) -> None:
+    set_mcp(settings, KEEPALIVE_SECONDS=0.1)
+    release = threading.Event()
+    resumed, priming = resumed_held_call(session, temporary, 20, lambda c: release.wait(WAIT))
+    stream = priming.rsplit("-", 1)[0]
+    # An event in the log that its channel never carried (the backend dropped it).
+    lost = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info"}}
+    StreamEvent.objects.create(session_id=session.id, stream=stream, seq=5, message=lost)
+    try:
+        # Ended at its next renewal, with nothing more than keep-alives.
+        assert [event.message for event in resumed.until_end(timeout=5) if event.message] == []
+        again = session.resume(priming)
+        assert again.next_message() == lost
+    finally:
+        release.set()
+
+
 def test_a_call_running_when_its_session_is_deleted_leaves_no_events_behind(
     session: LegacySession, temporary: Callable[..., None], monkeypatch: pytest.MonkeyPatch
 ) -> None:

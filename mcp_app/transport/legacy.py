@@ -14,7 +14,15 @@ from typing import TYPE_CHECKING, Any
 from .. import sessions
 from ..conf import conf
 from ..delivery import backend, tell
-from ..events import END, StreamLog, events_from, is_end, parse_event_id, stream_channel
+from ..events import (
+    END,
+    StreamLog,
+    events_from,
+    has_events_after,
+    is_end,
+    parse_event_id,
+    stream_channel,
+)
 from ..input import InputRequired
 from ..protocol import jsonrpc, legacy, versions
 from ..protocol.context import RequestContext
@@ -276,9 +284,14 @@ class Resume:
 
     def renew(self) -> bool:
         """``False`` once the session is gone (the call, if it runs nowhere any more, would
-        never end the stream). The session's idle clock is left alone, so a stream whose
-        call died does not keep it alive for ever."""
-        return sessions.store().exists(self.session_id)
+        never end the stream), or once the log holds an event this stream never got. The
+        session's idle clock is left alone, so a stream whose call died does not keep it
+        alive for ever."""
+        if not sessions.store().exists(self.session_id):
+            return False
+        # Its delivery was lost (a backend reconnecting drops messages): the client resumes
+        # from the last event it has, and reads the rest from the log.
+        return not has_events_after(self.session_id, self.stream, self.seq)
 
     def closed(self) -> None:
         pass
