@@ -750,26 +750,40 @@ def test_a_client_that_goes_away_cancels_its_call(
     assert finished.wait(5)
 
 
-def test_a_client_that_goes_away_before_the_first_event_cancels_its_call(app: Route) -> None:
+def call_quiet_and_leave(
+    application: Any, *, after: float, progress: bool, disconnect_once: bool = False
+) -> Exchange:
+    """Call "quiet" (streamed with a progress token, else plain), and leave ``after`` seconds."""
     quiet_took.clear()
 
     async def leave_soon(done: Exchange) -> None:
-        await asyncio.sleep(0.2)
+        done.disconnect_once = disconnect_once
+        await asyncio.sleep(after)
         done.disconnect()
 
-    done = mcp_call(
-        app,
+    return mcp_call(
+        application,
         "tools/call",
         {"name": "quiet"},
         path_="/extra/mcp",
-        meta={"progressToken": "q"},
+        meta={"progressToken": "q"} if progress else None,
         during=leave_soon,
     )
-    assert done.sent == []  # nothing was sent to a client that had gone
+
+
+def quiet_ended_soon() -> bool:
+    """Whether "quiet" returned, cancelled, well before its 3 s."""
     deadline = time.monotonic() + 5
     while not quiet_took and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert quiet_took and quiet_took[0] < 1.5
+    return bool(quiet_took) and quiet_took[0] < 1.5
+
+
+def test_a_client_that_goes_away_before_the_first_event_cancels_its_call(app: Route) -> None:
+
+    done = call_quiet_and_leave(app, after=0.2, progress=True)
+    assert done.sent == []  # nothing was sent to a client that had gone
+    assert quiet_ended_soon()
 
 
 @pytest.mark.parametrize("through", ["route", "django"])
@@ -779,25 +793,11 @@ def test_a_client_that_goes_away_cancels_a_request_answered_in_one_piece(
     from mcp_app import audit
     from mcp_app.models import ToolCall
 
-    quiet_took.clear()
-
-    async def leave_soon(done: Exchange) -> None:
-        await asyncio.sleep(0.3)
-        done.disconnect()
-
     # No progress token: the answer is plain JSON, and no stream to close. Leaving cancels
     # it all the same (2026-07-28), under the route and Django's own handler alike.
-    done = mcp_call(
-        app if through == "route" else get_asgi_application(),
-        "tools/call",
-        {"name": "quiet"},
-        path_="/extra/mcp",
-        during=leave_soon,
-    )
-    deadline = time.monotonic() + 5
-    while not quiet_took and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert quiet_took and quiet_took[0] < 1.5
+    application = app if through == "route" else get_asgi_application()
+    done = call_quiet_and_leave(application, after=0.3, progress=False)
+    assert quiet_ended_soon()
     if through == "route":
         assert done.sent == []  # nothing was sent to a client that had gone
     audit.flush()
@@ -810,7 +810,6 @@ def test_a_disconnect_heard_once_while_the_request_was_prepared_still_cancels_it
 ) -> None:
     from mcp_app import asgi
 
-    quiet_took.clear()
     begin = asgi._BareHooks.begin
 
     def slowly(self: Any, request: Any) -> None:
@@ -819,23 +818,8 @@ def test_a_disconnect_heard_once_while_the_request_was_prepared_still_cancels_it
 
     monkeypatch.setattr(asgi._BareHooks, "begin", slowly)
 
-    async def leave_soon(done: Exchange) -> None:
-        done.disconnect_once = True
-        await asyncio.sleep(0.1)
-        done.disconnect()
-
-    done = mcp_call(
-        app,
-        "tools/call",
-        {"name": "quiet"},
-        path_="/extra/mcp",
-        meta={"progressToken": "q"} if progress else None,
-        during=leave_soon,
-    )
-    deadline = time.monotonic() + 5
-    while not quiet_took and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert quiet_took and quiet_took[0] < 1.5
+    done = call_quiet_and_leave(app, after=0.1, progress=progress, disconnect_once=True)
+    assert quiet_ended_soon()
     assert done.sent == []
 
 

@@ -561,6 +561,27 @@ def test_a_subscription_checks_access_again_while_it_lasts(
     assert not thread.is_alive()
 
 
+class _Renewed:
+    """A stream that counts its renewals; the first ``failures`` of them raise."""
+
+    channels: list[str] = []
+    renews = True
+    stale = False
+
+    def __init__(self, failures: int = 0) -> None:
+        self.failures = failures
+        self.renewals = 0
+
+    def notifications(self, channel: str, message: dict[str, Any]) -> list[Any]:
+        return []
+
+    def renew(self) -> bool:
+        self.renewals += 1
+        if self.renewals <= self.failures:
+            raise RuntimeError("the database is down")
+        return True
+
+
 def test_a_renewal_that_fails_keeps_the_stream_and_is_logged_once(
     settings: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -568,23 +589,8 @@ def test_a_renewal_that_fails_keeps_the_stream_and_is_logged_once(
 
     settings.MCP_APP = {**settings.MCP_APP, "KEEPALIVE_SECONDS": 0.05}
 
-    class Failing:
-        channels: list[str] = []
-        renews = True
-        stale = False
-        renewals = 0
-
-        def notifications(self, channel: str, message: dict[str, Any]) -> list[Any]:
-            return []
-
-        def renew(self) -> bool:
-            self.renewals += 1
-            if self.renewals <= 3:
-                raise RuntimeError("the database is down")
-            return True
-
     renewals = _Renewals()
-    stream = Failing()
+    stream = _Renewed(failures=3)
     forget = renewals.add(stream)
     deadline = time.monotonic() + 5
     while stream.renewals < 5:
@@ -612,21 +618,8 @@ def test_the_renewals_thread_outlives_a_failing_pass(
 
     monkeypatch.setattr(_Renewals, "_renew_due", failing_once)
 
-    class Counted:
-        channels: list[str] = []
-        renews = True
-        stale = False
-        renewals = 0
-
-        def notifications(self, channel: str, message: dict[str, Any]) -> list[Any]:
-            return []
-
-        def renew(self) -> bool:
-            self.renewals += 1
-            return True
-
     renewals = _Renewals()
-    stream = Counted()
+    stream = _Renewed()
     renewals.add(stream)
     deadline = time.monotonic() + 5
     while stream.renewals < 2:
