@@ -37,6 +37,7 @@ from mcp_app.conf import conf
 from mcp_app.delivery import backend
 from mcp_app.protocol.context import RequestContext
 from mcp_app.transport.http import Call
+from mcp_app.transport.views import async_view
 from mcp_app.transport.workers import workers
 from project.urls import urlpatterns as site_patterns
 from tests.conftest import modern_request, stream_bytes
@@ -140,7 +141,12 @@ def quiet(arguments: JSON, context: RequestContext) -> str:
     return "done"
 
 
-urlpatterns = [*site_patterns, path("extra/mcp", extra.urls)]
+urlpatterns = [
+    *site_patterns,
+    path("extra/mcp", extra.urls),
+    # The async view whatever MCP_VIEW says, for what only it does under Django's handler.
+    path("extra-async/mcp", async_view(extra)),
+]
 
 
 # -- driving the application ---------------------------------------------------------------------
@@ -751,7 +757,12 @@ def test_a_client_that_goes_away_cancels_its_call(
 
 
 def call_quiet_and_leave(
-    application: Any, *, after: float, progress: bool, disconnect_once: bool = False
+    application: Any,
+    *,
+    after: float,
+    progress: bool,
+    disconnect_once: bool = False,
+    path_: str = "/extra/mcp",
 ) -> Exchange:
     """Call "quiet" (streamed with a progress token, else plain), and leave ``after`` seconds."""
     quiet_took.clear()
@@ -765,16 +776,23 @@ def call_quiet_and_leave(
         application,
         "tools/call",
         {"name": "quiet"},
-        path_="/extra/mcp",
+        path_=path_,
         meta={"progressToken": "q"} if progress else None,
         during=leave_soon,
     )
 
 
 def quiet_ended_soon() -> bool:
-    """Whether "quiet" returned, cancelled, well before its 3 s."""
+    """Whether "quiet" returned, cancelled, well before its 3 s; once its audit row is written
+    (after the handler returned), so that no row of this test's lands in the next one's."""
+    from mcp_app import audit
+    from mcp_app.models import ToolCall
+
     deadline = time.monotonic() + 5
     while not quiet_took and time.monotonic() < deadline:
+        time.sleep(0.01)
+    while not ToolCall.objects.filter(name="quiet").exists() and time.monotonic() < deadline:
+        audit.flush()
         time.sleep(0.01)
     return bool(quiet_took) and quiet_took[0] < 1.5
 
@@ -790,17 +808,20 @@ def test_a_client_that_goes_away_before_the_first_event_cancels_its_call(app: Ro
 def test_a_client_that_goes_away_cancels_a_request_answered_in_one_piece(
     app: Route, through: str
 ) -> None:
-    from mcp_app import audit
     from mcp_app.models import ToolCall
 
     # No progress token: the answer is plain JSON, and no stream to close. Leaving cancels
-    # it all the same (2026-07-28), under the route and Django's own handler alike.
-    application = app if through == "route" else get_asgi_application()
-    done = call_quiet_and_leave(application, after=0.3, progress=False)
+    # it all the same (2026-07-28), under the route and Django's own handler alike (which
+    # cancels an async view; the sync view cannot hear the client leave).
+    if through == "route":
+        done = call_quiet_and_leave(app, after=0.3, progress=False)
+    else:
+        done = call_quiet_and_leave(
+            get_asgi_application(), after=0.3, progress=False, path_="/extra-async/mcp"
+        )
     assert quiet_ended_soon()
     if through == "route":
         assert done.sent == []  # nothing was sent to a client that had gone
-    audit.flush()
     assert ToolCall.objects.get(name="quiet").outcome == "cancelled"
 
 
