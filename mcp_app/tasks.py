@@ -54,7 +54,7 @@ LEASE_SECONDS = 60.0
 WAKE_SECONDS = 1.0
 #: Most rounds of input one task's work may ask for.
 MAX_ROUNDS = 50
-_OPEN = (wire.WORKING, wire.INPUT_REQUIRED)
+_OPEN = wire.OPEN_STATUSES
 
 
 def running() -> frozenset[str]:

@@ -37,6 +37,26 @@ KIND_TO_FILTER = {
 RESOURCE_KINDS = frozenset({"resources", "templates"})
 
 
+class Renewal:
+    """Renews one stream: a renewal that fails (the database is down) keeps the stream as it
+    was, and is logged once until one succeeds again."""
+
+    def __init__(self) -> None:
+        self.failing = False
+
+    def __call__(self, stream: Any) -> bool:
+        """``stream.renew()``: whether the stream may go on (``True`` when the renewal failed)."""
+        try:
+            alive = bool(stream.renew())
+        except Exception:
+            if not self.failing:
+                self.failing = True
+                logger.warning("Could not renew a stream; it stays open", exc_info=True)
+            return True
+        self.failing = False
+        return alive
+
+
 def fresh_user(user: Any) -> Any:
     """``user`` as stored now (its permissions, groups and ``is_active`` read again), or an
     anonymous user once deleted; a user that is no row of the user model (an anonymous

@@ -20,7 +20,7 @@ from ..sessions import SessionData
 from . import sse
 from .legacy import _error as legacy_error
 from .legacy import bad_progress_token, no_logging
-from .listen import RESOURCE_KINDS
+from .listen import RESOURCE_KINDS, Renewal
 
 if TYPE_CHECKING:
     from ..server import Server
@@ -405,15 +405,15 @@ class _Renewals:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._wake = threading.Event()
-        self._streams: dict[int, tuple[_Followed, float]] = {}
-        self._failing: set[int] = set()
+        #: Each stream, when it was last renewed, and its renewal.
+        self._streams: dict[int, tuple[_Followed, float, Renewal]] = {}
         self._thread: threading.Thread | None = None
         self._stopped = False
 
     def add(self, stream: _Followed) -> Callable[[], None]:
         key = id(stream)
         with self._lock:
-            self._streams[key] = (stream, time.monotonic())
+            self._streams[key] = (stream, time.monotonic(), Renewal())
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="mcp-stdio-renewals", daemon=True
@@ -423,7 +423,6 @@ class _Renewals:
         def forget() -> None:
             with self._lock:
                 self._streams.pop(key, None)
-                self._failing.discard(key)
 
         return forget
 
@@ -457,30 +456,20 @@ class _Renewals:
         now = time.monotonic()
         with self._lock:
             due = [
-                (key, stream)
-                for key, (stream, renewed) in self._streams.items()
+                (key, stream, renewal)
+                for key, (stream, renewed, renewal) in self._streams.items()
                 if stream.stale or now - renewed >= every
             ]
         try:
-            for key, stream in due:
+            for _key, stream, renewal in due:
                 stream.stale = False
-                self._renew(key, stream)
+                renewal(stream)
         finally:
             with contextlib.suppress(Exception):  # a connection that cannot even close
                 close_old_connections()
         with self._lock:
-            for key, _stream in due:
+            for key, stream, renewal in due:
                 if key in self._streams:
-                    self._streams[key] = (self._streams[key][0], now)
-            times = [renewed for _stream, renewed in self._streams.values()]
+                    self._streams[key] = (stream, now, renewal)
+            times = [renewed for _stream, renewed, _renewal in self._streams.values()]
         return max(0.0, min(times) + every - time.monotonic()) if times else every
-
-    def _renew(self, key: int, stream: _Followed) -> None:
-        try:
-            stream.renew()
-        except Exception:
-            if key not in self._failing:
-                self._failing.add(key)
-                logger.warning("Could not renew a stream; it stays open", exc_info=True)
-            return
-        self._failing.discard(key)

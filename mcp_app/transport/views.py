@@ -36,6 +36,7 @@ from ..delivery import backend
 from ..protocol import jsonrpc
 from . import sse
 from .http import Call, Departure, Incoming, Reply
+from .listen import Renewal
 from .pipe import Empty, Pipe
 from .sse import Event
 from .workers import workers
@@ -44,7 +45,6 @@ if TYPE_CHECKING:
     from ..server import Server
 
 logger = logging.getLogger("django.request")
-mcp_logger = logging.getLogger("mcp_app")
 
 _FINAL = "final"
 _EVENT = "event"
@@ -634,7 +634,7 @@ class _ListenRelay:
         self.overflowed = False
         self.read_at = time.monotonic()
         self.renewed = self.read_at
-        self.renew_failing = False
+        self.renewal = Renewal()
         self.shut = False
         self._unwatch = shutdown.watch(self._shutdown)
         try:
@@ -682,16 +682,9 @@ class _ListenRelay:
         A failure (the database is down) keeps the stream open, and is logged once a stream.
         """
         try:
-            alive = self.stream.renew()
-        except Exception:
-            if not self.renew_failing:
-                self.renew_failing = True
-                mcp_logger.warning("Could not renew a stream; it stays open", exc_info=True)
-            return True
+            return self.renewal(self.stream)
         finally:
             close_old_connections()
-        self.renew_failing = False
-        return alive
 
     def _delivered(self, channel: str, message: dict[str, Any]) -> None:
         if (
