@@ -85,6 +85,17 @@ def resource_metadata_url(request: Any) -> str:
     return str(request.build_absolute_uri(f"/.well-known/oauth-protected-resource{path}"))
 
 
+def site_user(request: Any) -> Any:
+    """The user the site's middleware set on ``request``, or ``AnonymousUser`` if none did
+    (a site without ``AuthenticationMiddleware``), so permission rules always get a user."""
+    user = getattr(request, "user", None)
+    if user is None:
+        from django.contrib.auth.models import AnonymousUser
+
+        return AnonymousUser()
+    return user
+
+
 def admit(request: Any, server_name: str) -> tuple[Any, Refusal | None]:
     """Authenticate, authorise and throttle a request the way a DRF view would.
 
@@ -96,13 +107,13 @@ def admit(request: Any, server_name: str) -> tuple[Any, Refusal | None]:
     permission_paths, throttle_paths = conf.PERMISSION_CLASSES, conf.THROTTLE_CLASSES
     if authenticators is None and not permission_paths and not throttle_paths:
         # Nothing to check: the site's own middleware decided who calls.
-        return getattr(request, "user", None), None
+        return site_user(request), None
 
     from rest_framework.request import Request
 
     if authenticators is None:
         # The site's own middleware decides (sessions, RemoteUser ...): no DRF layer needed.
-        user: Any = getattr(request, "user", None)
+        user: Any = site_user(request)
         drf_request = None
     else:
         if _has_controls(request.META.get("HTTP_AUTHORIZATION", "")):

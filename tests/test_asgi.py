@@ -554,8 +554,9 @@ def test_without_authentication_classes_the_session_user_counts(
     without_auth = [
         path for path in settings.MIDDLEWARE if not path.endswith("AuthenticationMiddleware")
     ]
+    # Without it, handlers and permission rules still get a user: an anonymous one.
     with override_settings(MIDDLEWARE=without_auth):
-        assert caller(cookie) == "no user"
+        assert caller(cookie) == "anonymous"
     assert caller(cookie) == "grace"
 
 

@@ -487,6 +487,18 @@ def test_without_authentication_classes_the_middleware_user_counts(mcp: Any) -> 
     assert "echo" in names(MCPClient(guarded, user=make_user("ada")))
 
 
+@pytest.mark.parametrize("era", [["2026-07-28"], ["2025-11-25"]])
+def test_without_the_authentication_middleware_rules_get_an_anonymous_user(
+    settings: Any, era: list[str]
+) -> None:
+    # A site may list no middleware at all; a rule reading user.groups must not fail the list.
+    settings.MIDDLEWARE = []
+    with MCPClient(guarded, versions=era) as client:
+        assert "echo" in names(client)
+        assert "staff-tool" not in names(client)
+        assert names(client, "prompts") == []
+
+
 def test_session_authentication_applies_unchanged(mcp: Any) -> None:
     mcp(AUTHENTICATION_CLASSES=[SESSION], PERMISSION_CLASSES=[AUTHENTICATED])
     assert "echo" in names(MCPClient(guarded, user=make_user("ada")))

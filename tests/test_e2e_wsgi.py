@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import ExitStack
 
+import httpx
 import pytest
 
 from tests.conftest import MODERN, DemoServer
+from tests.test_delivery_processes import open_listen
 from tests.test_e2e_client import check_calls_progress_and_input
 
 pytestmark = pytest.mark.e2e
@@ -22,3 +25,21 @@ def wsgi_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoServer
 @pytest.mark.parametrize("mode", [MODERN, "legacy"])
 def test_calls_progress_and_input_under_gunicorn(wsgi_server: DemoServer, mode: str) -> None:
     check_calls_progress_and_input(wsgi_server, mode)
+
+
+@pytest.fixture(scope="module")
+def wsgi_async_view(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoServer]:
+    server = DemoServer(
+        tmp_path_factory.mktemp("wsgi-async"), kind="gunicorn", env={"MCP_VIEW": "async"}
+    )
+    yield server
+    server.stop()
+
+
+def test_the_async_view_streams_under_gunicorn(wsgi_async_view: DemoServer) -> None:
+    # Django's WSGI handler would read an async stream whole: a listen stream, which does
+    # not end, would then never send its acknowledgement.
+    with ExitStack() as stack:
+        client = stack.enter_context(httpx.Client(timeout=httpx.Timeout(10.0, read=5.0)))
+        open_listen(stack, client, wsgi_async_view.url)
+    check_calls_progress_and_input(wsgi_async_view, MODERN)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from asgiref.sync import SyncToAsync, sync_to_async
 from django.conf import settings
 from django.core.exceptions import DisallowedHost, RequestDataTooBig
+from django.core.handlers.asgi import ASGIRequest
 from django.core.serializers.json import DjangoJSONEncoder
 from django.core.signals import got_request_exception
 from django.db import close_old_connections
@@ -31,6 +32,7 @@ from django.utils.log import log_response
 from django.views.decorators.csrf import csrf_exempt
 
 from .. import shutdown
+from ..auth import site_user
 from ..conf import conf
 from ..delivery import backend
 from ..protocol import jsonrpc
@@ -143,7 +145,7 @@ def incoming(
         body=body,
         host=host,
         scheme=request.scheme or "http",
-        user=getattr(request, "user", None),
+        user=site_user(request),
         request=request,
     )
 
@@ -721,10 +723,19 @@ class _ListenRelay:
 
 
 def async_view(server: Server) -> Callable[..., Awaitable[HttpResponseBase]]:
-    """The endpoint for ASGI servers: one thread hop per request, streams as async iterators."""
+    """The endpoint for ASGI servers: one thread hop per request, streams as async iterators.
+
+    Under a WSGI server (gunicorn, runserver) it serves as ``sync_view`` does, in the
+    request's thread.
+    """
+    under_wsgi = sync_to_async(_sync_endpoint(server), thread_sensitive=True)
 
     @csrf_exempt
     async def mcp_endpoint(request: HttpRequest) -> HttpResponseBase:
+        if not isinstance(request, ASGIRequest):
+            # Django's WSGI handler reads an async stream whole before it sends a byte, so a
+            # progress message or a listen stream would never arrive: stream from a generator.
+            return await under_wsgi(request)
         answer = await respond(server, request)
         if answer.response is not None:
             return answer.response
@@ -741,8 +752,10 @@ def async_view(server: Server) -> Callable[..., Awaitable[HttpResponseBase]]:
 
 def sync_view(server: Server) -> Callable[..., HttpResponseBase]:
     """The endpoint for WSGI servers: streams are generators fed by a worker thread."""
+    return csrf_exempt(_sync_endpoint(server))
 
-    @csrf_exempt
+
+def _sync_endpoint(server: Server) -> Callable[[HttpRequest], HttpResponseBase]:
     def mcp_endpoint(request: HttpRequest) -> HttpResponseBase:
         try:
             reply = _reply(server, request, _DJANGO_HOOKS)
