@@ -27,14 +27,13 @@ from typing import Any, TypeAlias, TypeVar, cast
 from asgiref.sync import async_to_sync, iscoroutinefunction, sync_to_async
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import close_old_connections
 from django.test import AsyncClient, Client
 from django.urls import NoReverseMatch, URLPattern, URLResolver, get_resolver, resolve, reverse
 
 from . import __version__
 from .input import INPUT_METHODS
 from .protocol import versions as revisions
-from .protocol.modern import encode_header_value, header_text
+from .protocol.modern import NAMED, encode_header_value, header_text
 from .server import Server, servers, site
 from .transport.listen import LISTS
 
@@ -52,8 +51,8 @@ HANDLER_CAPABILITIES: dict[str, JSON] = {
     "sampling/createMessage": {"sampling": {}},
     "roots/list": {"roots": {}},
 }
-#: Methods whose name or URI travels in ``Mcp-Name``, and the param that holds it.
-NAMED_PARAMS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+#: Methods whose name, URI or task id travels in ``Mcp-Name``, and the param that holds it.
+NAMED_PARAMS = NAMED
 ACCEPT = "application/json, text/event-stream"
 #: How many times one request's stream is resumed (GET with ``Last-Event-ID``) at most.
 RESUME_ATTEMPTS = 5
@@ -1486,6 +1485,8 @@ class MCPClient(_ClientBase):
         self.django_client = Client()
         if user is not None:
             self.django_client.force_login(user)
+        # What carries them to an async view.
+        self._async_client = AsyncClient()
         self._streams: set[Any] = set()
 
     # -- driving operations --------------------------------------------------------------
@@ -1529,15 +1530,18 @@ class MCPClient(_ClientBase):
             response = _http(self.django_client, command, path)
             opened = _opened(response, _ThreadStream)
         else:
+            # The async view is served as under an ASGI server, on a loop of the client's own
+            # (under the sync test client it would serve as under a WSGI server).
             portal = _Portal.get()
+            # The same cookies, and with them the login (logout() replaces the jar).
+            self._async_client.cookies = self.django_client.cookies
             try:
-                response = portal.run(
-                    sync_to_async(_send, thread_sensitive=False)(self.django_client, command, path),
-                    self.timeout,
-                )
+                response = portal.run(_http(self._async_client, command, path), self.timeout)
             except TimeoutError:
                 raise _timed_out(command, self.timeout) from None
-            opened = _opened(response, lambda r: _PortalStream(portal, r))
+            opened = _opened(
+                response, lambda r: _PortalStream(portal, r) if r.is_async else _ThreadStream(r)
+            )
         if opened.stream is not None:
             self._streams.add(opened.stream)
         return opened
@@ -1706,13 +1710,6 @@ class MCPClient(_ClientBase):
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-
-def _send(client: Client, command: _Open, path: str) -> Any:
-    try:
-        return _http(client, command, path)
-    finally:
-        close_old_connections()  # this worker thread's own connections
 
 
 async def _awaited(awaitable: Awaitable[T]) -> T:

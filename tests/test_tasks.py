@@ -28,6 +28,7 @@ from mcp_app import (
 )
 from mcp_app.models import Task, ToolCall
 from mcp_app.protocol.tasks import EXTENSION
+from mcp_app.testing import MCPClient
 from project.urls import urlpatterns as site_patterns
 from tests.conftest import modern_request
 
@@ -911,3 +912,14 @@ def test_a_forked_child_vouches_for_none_of_its_parents_tasks() -> None:
         assert module.running() == frozenset({"parent-task"})
     finally:
         module._watcher.remove("parent-task")
+
+
+def test_the_test_client_follows_a_task_with_its_requests() -> None:
+    # tasks/get, tasks/update and tasks/cancel carry the task id in Mcp-Name.
+    with MCPClient(jobs, capabilities=FOLLOWS) as client:
+        started = client.request("tools/call", {"name": "slow", "arguments": {"seconds": 30}})
+        assert started["resultType"] == "task"
+        task_id = started["taskId"]
+        assert client.request("tasks/get", {"taskId": task_id})["status"] == "working"
+        client.request("tasks/cancel", {"taskId": task_id})
+        assert client.request("tasks/get", {"taskId": task_id})["status"] == "cancelled"

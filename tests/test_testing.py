@@ -956,15 +956,18 @@ def test_listen_on_the_get_stream(version: str) -> None:
 
 
 def recording_gets(c: MCPClient, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
-    """Record the headers of the GETs that ``c`` sends."""
+    """Record the headers of the GETs that ``c`` sends (to a sync view or an async one)."""
     sent: list[dict[str, Any]] = []
-    get = c.django_client.get
+    for django_client in (c.django_client, c._async_client):
+        get = django_client.get
 
-    def spy(path: str, *args: Any, headers: dict[str, Any] | None = None, **kwargs: Any) -> Any:
-        sent.append(dict(headers or {}))
-        return get(path, *args, headers=headers, **kwargs)
+        def spy(
+            path: str, *args: Any, headers: dict[str, Any] | None = None, _get: Any = get, **kw: Any
+        ) -> Any:
+            sent.append(dict(headers or {}))
+            return _get(path, *args, headers=headers, **kw)
 
-    monkeypatch.setattr(c.django_client, "get", spy)
+        monkeypatch.setattr(django_client, "get", spy)
     return sent
 
 
