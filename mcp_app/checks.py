@@ -5,7 +5,8 @@
 # authentication, permission or throttle class that cannot be used, E007 a VALIDATOR,
 # SESSION_STORE or DELIVERY_BACKEND that cannot be used, E008 a malformed RESOURCE_METADATA,
 # E009 a number that is not positive (or too large to add to a date), E010 a switch that is
-# not a bool, E011 malformed REQUIRED_SCOPES, E012 a DATABASE_ALIAS that is not a database.
+# not a bool, E011 malformed REQUIRED_SCOPES, E012 a DATABASE_ALIAS that is not a database,
+# E013 ROW_TEMPLATE_LIBRARIES not a list of names.
 #
 # Deployment warnings (check --deploy): W001 the key signing requestState is missing or
 # insecure, W002 no allowed origins with DEBUG off, W003 "*" among the allowed origins, W004 an
@@ -112,6 +113,13 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     errors += _check_numbers(raw)
     errors += _check_switches(raw)
     errors += _check_alias(raw)
+    if not _strings(raw.get("ROW_TEMPLATE_LIBRARIES", [])):
+        errors.append(
+            Error(
+                "MCP_APP['ROW_TEMPLATE_LIBRARIES'] must be a list of tag library names.",
+                id="mcp_app.E013",
+            )
+        )
     return errors
 
 

@@ -94,6 +94,9 @@ DEFAULTS: dict[str, Any] = {
     "AUDIT_MAX_PENDING": 100_000,
     # Largest request body accepted, in bytes.
     "MAX_BODY_BYTES": 4 * 1024 * 1024,
+    # The tag libraries a row's Django template may {% load %}, of those the site has: not
+    # all, since a library such as cache reaches beyond the template (the site's cache).
+    "ROW_TEMPLATE_LIBRARIES": ["humanize", "i18n", "l10n", "tz"],
     # Longest a worker trusts what it read of the catalog's generation or of a session without
     # reading it again, for changes no signal or delivery backend reports; 0: on every call.
     "RECHECK_SECONDS": 1.0,
@@ -367,6 +370,10 @@ class Settings:
     @_setting
     def MAX_BODY_BYTES(self) -> int:
         return int(self._get("MAX_BODY_BYTES"))
+
+    @_setting
+    def ROW_TEMPLATE_LIBRARIES(self) -> tuple[str, ...]:
+        return tuple(str(v) for v in self._get("ROW_TEMPLATE_LIBRARIES") or ())
 
 
 conf = Settings()

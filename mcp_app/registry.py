@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, cast
 
 from django.utils.functional import Promise
 
@@ -122,6 +122,9 @@ class ToolDef:
     config: Any = None
     #: Whether its work may go on as a task: "forbidden", "optional" or "required".
     task: str = "forbidden"
+    #: The code's input schema of a tool a row restyled with another: arguments must pass
+    #: both, since the handler relies on the code's. Not listed.
+    code_input_schema: JSON | None = None
 
     def __post_init__(self) -> None:
         if self.task not in TASK_SUPPORT:
@@ -143,6 +146,7 @@ class ToolDef:
         # and what it lists stay the same, whatever the registrant does with its dicts later.
         object.__setattr__(self, "input_schema", _json_copy(self.input_schema))
         object.__setattr__(self, "output_schema", _json_copy(self.output_schema))
+        object.__setattr__(self, "code_input_schema", _json_copy(self.code_input_schema))
 
     @cached_property
     def is_async(self) -> bool:
@@ -161,8 +165,13 @@ class ToolDef:
             wire["_meta"] = dict(self.meta)
         return wire
 
+    def schema(self, which: str) -> JSON | None:
+        """The ``"input"``, ``"output"`` or ``"code_input"`` schema."""
+        return cast("JSON | None", getattr(self, f"{which}_schema"))
+
     def schema_key(self, which: str) -> str:
-        """The canonical text of the ``"input"`` or ``"output"`` schema, made once.
+        """The canonical text of the ``"input"``, ``"output"`` or ``"code_input"`` schema,
+        made once.
 
         Raises:
             SchemaError: the schema is not JSON.
@@ -172,8 +181,7 @@ class ToolDef:
         if key is None:
             from .schema import canonical
 
-            schema = self.input_schema if which == "input" else self.output_schema
-            key = keys[which] = canonical(schema)
+            key = keys[which] = canonical(self.schema(which))
         return key
 
     @cached_property

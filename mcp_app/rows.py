@@ -16,6 +16,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connections, router, transaction
 from django.db.models import F, Prefetch, Q
 
+from .conf import conf
 from .exceptions import AlreadyRegistered, DefinitionError
 from .recent import Recent
 from .registry import KINDS, PromptArgument, PromptDef, ResourceDef, TemplateDef, ToolDef
@@ -122,31 +123,38 @@ def get_handler(name: str) -> RowHandler | None:
 
 
 @functools.cache
-def _engine() -> Any:
+def _engine(allowed: tuple[str, ...]) -> Any:
     from django.template import Engine, engines
     from django.template.backends.django import DjangoTemplates
 
     libraries: dict[str, str] = {}
-    builtins: list[str] = []
     for backend in engines.all():
         if isinstance(backend, DjangoTemplates):
-            # The project's tag libraries stay loadable ({% load humanize %}).
-            libraries = dict(backend.engine.libraries)
-            builtins = [b for b in backend.engine.builtins if b not in Engine.default_builtins]
+            # Only the libraries ROW_TEMPLATE_LIBRARIES names ({% load humanize %}), and none of
+            # the site's builtins: a library such as cache reads and writes beyond the template,
+            # and whoever may edit rows need not be trusted with the site's cache.
+            libraries = {
+                name: path for name, path in backend.engine.libraries.items() if name in allowed
+            }
             break
     # No loaders: a row's template cannot {% include %} files from the server's disk, and
     # no autoescaping: the output is text for a model, not HTML.
-    return Engine(loaders=[], libraries=libraries, builtins=builtins, autoescape=False)
+    return Engine(loaders=[], libraries=libraries, autoescape=False)
 
 
-@functools.lru_cache(maxsize=1024)
 def compile_template(source: str) -> Template:
     """Compile a row's Django template (cached by its source).
 
     Raises:
-        TemplateSyntaxError: the template does not compile.
+        TemplateSyntaxError: the template does not compile, or loads a library that
+            ``ROW_TEMPLATE_LIBRARIES`` does not allow.
     """
-    return _engine().from_string(source)  # type: ignore[no-any-return]
+    return _compiled(source, conf.ROW_TEMPLATE_LIBRARIES)
+
+
+@functools.lru_cache(maxsize=1024)
+def _compiled(source: str, allowed: tuple[str, ...]) -> Template:
+    return _engine(allowed).from_string(source)  # type: ignore[no-any-return]
 
 
 def render_template(source: str, values: Mapping[str, Any]) -> str:
@@ -518,7 +526,8 @@ class _Restyle:
     """What a restyling row changes of a code tool: every attribute it sets.
 
     Its groups and permissions narrow who may use the tool: a caller then needs the code's
-    permission too, so staff editing rows can restrict a code tool but never open it wider.
+    permission too, and arguments must pass the code's input schema as well as the row's, so
+    staff editing rows can restrict a code tool but never open it wider.
     """
 
     changes: Mapping[str, Any]
@@ -540,6 +549,9 @@ class _Restyle:
 
     def apply(self, tool: ToolDef) -> ToolDef:
         changes = dict(self.changes)
+        if "input_schema" in changes and tool.code_input_schema is None:
+            # Arguments must still pass the code's schema: its handler relies on it.
+            changes["code_input_schema"] = tool.input_schema
         if self.access is not None:
             own = tool.permission
             changes["permission"] = self.access if own is None else _Both(own, self.access)

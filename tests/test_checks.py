@@ -284,6 +284,12 @@ def test_a_database_alias_that_is_no_database_is_e012(alias: Any) -> None:
     assert ids({"DATABASE_ALIAS": alias}) == ["mcp_app.E012"]
 
 
+@pytest.mark.parametrize("libraries", ["humanize", [""], [3], None])
+def test_row_template_libraries_that_are_no_list_of_names_are_e013(libraries: Any) -> None:
+    assert ids({"ROW_TEMPLATE_LIBRARIES": libraries}) == ["mcp_app.E013"]
+    assert ids({"ROW_TEMPLATE_LIBRARIES": ["cache", "tz"]}) == []
+
+
 def test_numbers_conf_reads_pass() -> None:
     assert ids({"MAX_BODY_BYTES": "1000", "KEEPALIVE_SECONDS": 0.5, "MAX_JSON_DEPTH": 8}) == []
     assert ids({"DELIVERY_REORDER_SECONDS": 0, "TASK_TTL_SECONDS": 86400 * 365}) == []

@@ -464,6 +464,39 @@ def test_template_tool_called_through_the_endpoint() -> None:
     assert invalid["isError"] is True and "name" in invalid["content"][0]["text"]
 
 
+def test_a_row_template_loads_only_the_libraries_the_settings_allow(settings: Any) -> None:
+    # The cache library would let whoever edits rows read and write the site's cache.
+    problem = rows.template_error("{% load cache %}{% cache 60 sidebar %}x{% endcache %}")
+    assert problem is not None
+    assert "'cache' is not a registered tag library" in problem
+    assert rows.template_error("{% load tz %}{{ when|utc }}") is None
+    assert rows.render_template("{% load l10n %}{{ n|unlocalize }}", {"n": 1000}) == "1000"
+    settings.MCP_APP = {**getattr(settings, "MCP_APP", {}), "ROW_TEMPLATE_LIBRARIES": ["cache"]}
+    assert rows.template_error("{% load cache %}{% cache 60 sidebar %}x{% endcache %}") is None
+    assert rows.template_error("{% load tz %}") is not None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_restyled_schema_narrows_a_code_tool_but_never_widens_it() -> None:
+    row = Tool.objects.create(name="add", overrides_code=True, input_schema={"type": "object"})
+    client = Client()
+    listed = by_name(listing(client, "tools/list", "tools"))["add"]
+    assert listed["inputSchema"] == {"type": "object"}
+    # The handler was written against the code's schema: it still holds.
+    loose = call(client, "tools/call", {"name": "add", "arguments": {"numbers": ["x"]}})
+    assert loose["result"]["isError"] is True
+    assert "expected number, got string" in loose["result"]["content"][0]["text"]
+    row.input_schema = {
+        "type": "object",
+        "properties": {"numbers": {"type": "array", "maxItems": 2}},
+    }
+    row.save()
+    three = {"name": "add", "arguments": {"numbers": [1, 2, 3]}}
+    assert call(client, "tools/call", three)["result"]["isError"] is True
+    two = {"name": "add", "arguments": {"numbers": [1, 2]}}
+    assert call(client, "tools/call", two)["result"]["structuredContent"] == {"sum": 3}
+
+
 @pytest.mark.django_db(transaction=True)
 def test_restyled_and_hidden_code_tools_through_the_endpoint() -> None:
     Tool.objects.create(name="add", overrides_code=True, title="Sum", order=5)

@@ -282,6 +282,9 @@ class Engine:
             raise InvalidParams("tools/call 'arguments' must be an object")
         if self.validate_input():
             problems = self._problems(tool, "input", arguments)
+            if not problems and tool.code_input_schema is not None:
+                # A restyled tool: its handler was written against the code's schema.
+                problems = self._problems(tool, "code_input", arguments)
             if problems:
                 return {
                     "content": [{"type": "text", "text": format_problems(problems)}],
@@ -348,7 +351,7 @@ class Engine:
             ):
                 # The tool's schemas never change: their key is made once, not per call.
                 return validator.problems_of(tool.schema_key(which), instance)
-            schema = tool.input_schema if which == "input" else tool.output_schema
+            schema = tool.schema(which)
             return validator.problems(schema if schema is not None else True, instance)
         except SchemaError as exc:
             logger.error("tool %r has an %s schema that cannot be used: %s", tool.name, which, exc)
