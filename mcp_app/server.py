@@ -239,7 +239,8 @@ class Server:
 
         ``task`` says whether its work may go on as a task (``run_as_task``): ``"forbidden"``,
         ``"optional"`` (a task for a client that declared the tasks extension, done in the
-        request for others) or ``"required"`` (only for such clients: others get -32021).
+        request for others) or ``"required"`` (only for such clients: others get -32021, or
+        -32602 on an initialize-era session).
 
         Raises:
             AlreadyRegistered: a tool of that name exists.

@@ -121,6 +121,11 @@ def _find_server(server: Server | str | None) -> Server:
         return site
     if isinstance(server, Server):
         return server
+    if server not in servers:
+        # A server made in the URLconf (path("mcp", Server(...).urls)) exists once it loads.
+        from django.urls import get_resolver
+
+        get_resolver().url_patterns  # noqa: B018
     try:
         return servers[server]
     except KeyError:

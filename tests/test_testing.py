@@ -1081,3 +1081,11 @@ def test_async_client_on_the_initialize_era() -> None:
         await sync_model.close()
 
     async_to_sync(main)()
+
+
+def test_a_server_made_in_the_urlconf_is_found_by_name() -> None:
+    from mcp_app.server import servers
+
+    assert "testing-urlconf-only" not in servers
+    with override_settings(ROOT_URLCONF="tests.testing_urlconf"):
+        assert MCPClient.text(MCPClient("testing-urlconf-only").call_tool("here")) == "here"
