@@ -57,9 +57,11 @@ from .transport.views import (
     Answer,
     ClientGone,
     Hooks,
+    InvalidLength,
     body_limit,
     declared_length,
     failure,
+    invalid_length,
     respond,
     too_large,
 )
@@ -188,9 +190,9 @@ async def _serve(
         answer = await _answer(server, request, body, client)
     except ClientGone:
         return
-    except _TooLarge:
+    except (_TooLarge, InvalidLength) as exc:
         # Refused before the body was read to its end: the connection cannot be reused.
-        refusal = too_large()
+        refusal = too_large() if isinstance(exc, _TooLarge) else invalid_length()
         refusal.headers["Connection"] = "close"
         await _send_reply(refusal, send, request)
         return

@@ -455,6 +455,22 @@ def test_a_body_declared_too_large_is_refused_unread(app: Route, mcp: Any) -> No
     assert done.headers["connection"] == "close"
 
 
+@pytest.mark.parametrize("length", ["abc", "-5", "1e3", "\u00b2"])
+def test_a_content_length_that_is_no_number_is_a_json_rpc_400(app: Route, length: str) -> None:
+    done = exchange(
+        app,
+        body=b"{}",
+        headers={"Content-Type": "application/json", "Content-Length": length},
+        content_length=False,
+    )
+    assert done.status == 400
+    assert done.json()["error"] == {
+        "code": -32600,
+        "message": "Bad Request: invalid Content-Length header",
+    }
+    assert done.reads == 0
+
+
 def test_djangos_smaller_upload_limit_counts_too(app: Route, settings: Any) -> None:
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 500
     done = exchange(app, body=b"x" * 600, headers={"Content-Type": "application/json"})

@@ -359,6 +359,20 @@ def test_a_named_method_without_its_name_is_invalid_params(
     assert response.json()["error"]["code"] == -32602
 
 
+@pytest.mark.parametrize("length", ["abc", "-5", "\u00b2"])
+def test_a_content_length_that_is_no_number_is_a_json_rpc_400(client: Client, length: str) -> None:
+    body, headers = modern_request("tools/list")
+    response = client.post(
+        "/mcp",
+        data=json.dumps(body),
+        content_type="application/json",
+        headers=headers,
+        CONTENT_LENGTH=length,
+    )
+    assert response.status_code == 400
+    assert response.json()["error"]["message"] == "Bad Request: invalid Content-Length header"
+
+
 @pytest.mark.parametrize("request_id", [{"x": 1}, 1.5, True, [1]])
 def test_arguments_too_large_answer_no_id_that_is_not_one(client: Client, request_id: Any) -> None:
     body, headers = modern_request(

@@ -91,12 +91,26 @@ def body_limit() -> int:
     return limit if django_limit is None else min(limit, django_limit)
 
 
+class InvalidLength(Exception):
+    """The request's ``Content-Length`` is not a number of bytes."""
+
+
 def declared_length(request: HttpRequest) -> int:
-    """The body length the request declares (``Content-Length``); 0 if none or unreadable."""
-    try:
-        return int(request.META.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        return 0
+    """The body length the request declares (``Content-Length``); 0 if none.
+
+    Raises:
+        InvalidLength: the header is not a number of bytes (Django would fail reading the body).
+    """
+    raw = request.META.get("CONTENT_LENGTH") or "0"
+    if not (raw.isascii() and raw.isdigit()):
+        raise InvalidLength
+    return int(raw)
+
+
+def invalid_length() -> Reply:
+    """400 with a JSON-RPC error for a ``Content-Length`` that is not a number of bytes."""
+    error = jsonrpc.InvalidRequest("Bad Request: invalid Content-Length header")
+    return Reply(400, jsonrpc.error_response(None, error))
 
 
 def _body(request: HttpRequest) -> bytes:
@@ -139,6 +153,8 @@ def incoming(
     except RequestDataTooBig:
         # Django would answer an HTML 400 page; a client of this endpoint reads JSON-RPC.
         return too_large()
+    except InvalidLength:
+        return invalid_length()
     return Incoming(
         method=request.method or "GET",
         headers=meta_headers(request.META) if headers is None else headers,
