@@ -18,7 +18,8 @@ What such a request still gets, as under Django's handler: the ``ALLOWED_HOSTS``
 body limits (``MAX_BODY_BYTES``, ``DATA_UPLOAD_MAX_MEMORY_SIZE``), stale database
 connections let go of before and after (``close_old_connections``, what the request signals
 do for the database), ``SessionMiddleware`` and ``AuthenticationMiddleware``'s lazy
-``request.session`` and ``request.user`` when the site lists them, the endpoint's own Origin
+``request.session`` and ``request.user`` when the site lists them, ``LoginRequiredMiddleware``'s
+redirect of an anonymous caller (unless the endpoint is marked ``login_not_required``), the endpoint's own Origin
 check and DRF authentication, ``got_request_exception`` and the ``django.request`` log for
 failures and 4xx/5xx answers. What it does not get: any other middleware, their
 ``process_response`` (a session is not saved), the ``request_started`` and
@@ -264,6 +265,19 @@ class _BareHooks(Hooks):
         for middleware in _SITE_AUTH_MIDDLEWARE.get():
             middleware.process_request(request)
 
+    def refusal(self, request: HttpRequest) -> HttpResponseBase | None:
+        # LoginRequiredMiddleware turns an anonymous caller away, as under Django's handler,
+        # unless the endpoint is marked login_not_required.
+        match = request.resolver_match
+        for middleware in _SITE_LOGIN_MIDDLEWARE.get():
+            assert match is not None
+            response: HttpResponseBase | None = middleware.process_view(
+                request, match.func, match.args, match.kwargs
+            )
+            if response is not None:
+                return response
+        return None
+
     def headers(self, request: HttpRequest) -> dict[str, str]:
         # Straight from the scope, as no middleware changed META: the round trip through
         # META and request.headers costs more. Names with an underscore are dropped and
@@ -301,7 +315,7 @@ def _log(status: int, request: HttpRequest | None, path: str = "") -> None:
 
 
 def _unused(request: HttpRequest) -> HttpResponseBase:
-    raise AssertionError("only the middleware's process_request is used")
+    raise AssertionError("only the middleware's process_request and process_view are used")
 
 
 def _auth_middleware() -> tuple[Any, ...]:
@@ -317,6 +331,20 @@ def _auth_middleware() -> tuple[Any, ...]:
         from django.contrib.auth.middleware import AuthenticationMiddleware
 
         wanted += (AuthenticationMiddleware,)
+    return _site_middleware(wanted)
+
+
+def _login_middleware() -> tuple[Any, ...]:
+    """The site's ``LoginRequiredMiddleware`` (Django 5.1 and later), for its process_view."""
+    try:
+        from django.contrib.auth.middleware import LoginRequiredMiddleware
+    except ImportError:  # an older Django, or the auth app is not installed
+        return ()
+    return _site_middleware((LoginRequiredMiddleware,))
+
+
+def _site_middleware(wanted: tuple[type, ...]) -> tuple[Any, ...]:
+    """Instances of the site's ``MIDDLEWARE`` that are of the ``wanted`` classes, in order."""
     found = []
     for path in settings.MIDDLEWARE:
         try:
@@ -332,6 +360,7 @@ def _auth_middleware() -> tuple[Any, ...]:
 #: Found again when the site's MIDDLEWARE changes, or SESSION_ENGINE (which the session
 #: middleware reads when it is made).
 _SITE_AUTH_MIDDLEWARE = Derived(_auth_middleware, ("MIDDLEWARE", "SESSION_ENGINE"))
+_SITE_LOGIN_MIDDLEWARE = Derived(_login_middleware, ("MIDDLEWARE",))
 
 
 # -- sending ----------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ import pytest
 from asgiref.sync import SyncToAsync
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.decorators import login_not_required
 from django.contrib.sessions.backends.db import SessionStore
 from django.core.asgi import get_asgi_application
 from django.core.signals import got_request_exception
@@ -36,6 +37,7 @@ from mcp_app.asgi import Route, route
 from mcp_app.conf import conf
 from mcp_app.delivery import backend
 from mcp_app.protocol.context import RequestContext
+from mcp_app.server import SERVER_ATTRIBUTE
 from mcp_app.transport.http import Call
 from mcp_app.transport.views import async_view
 from mcp_app.transport.workers import workers
@@ -141,9 +143,17 @@ def quiet(arguments: JSON, context: RequestContext) -> str:
     return "done"
 
 
+def _login_not_required_view() -> Any:
+    # A view of its own: login_not_required marks the function it is given.
+    view = async_view(extra)
+    setattr(view, SERVER_ATTRIBUTE, extra)
+    return login_not_required(view)
+
+
 urlpatterns = [
     *site_patterns,
     path("extra/mcp", extra.urls),
+    path("exempt/mcp", _login_not_required_view()),
     # The async view whatever MCP_VIEW says, for what only it does under Django's handler.
     path("extra-async/mcp", async_view(extra)),
 ]
@@ -574,6 +584,32 @@ def test_without_authentication_classes_the_session_user_counts(
     with override_settings(MIDDLEWARE=without_auth):
         assert caller(cookie) == "anonymous"
     assert caller(cookie) == "grace"
+
+
+@pytest.mark.parametrize("through", ["route", "django"])
+def test_login_required_middleware_turns_an_anonymous_caller_away_as_django_does(
+    through: str,
+) -> None:
+    login_required = [
+        *settings.MIDDLEWARE,
+        "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    ]
+    with override_settings(MIDDLEWARE=login_required, LOGIN_URL="/login/"):
+        # Django's handler reads MIDDLEWARE when it is made.
+        django = get_asgi_application()
+        application = route(django) if through == "route" else django
+        anonymous = mcp_call(application, "tools/list", path_="/extra/mcp")
+        assert anonymous.status == 302
+        assert anonymous.headers["location"] == "/login/?next=/extra/mcp"
+        exempt = mcp_call(application, "tools/list", path_="/exempt/mcp")
+        assert exempt.status == 200
+
+        grace = get_user_model().objects.create_user("grace", "grace@example.com", None)
+        browser = Client()
+        browser.force_login(grace)
+        cookie = {"Cookie": f"sessionid={browser.cookies['sessionid'].value}"}
+        signed_in = mcp_call(application, "tools/list", path_="/extra/mcp", headers=cookie)
+        assert signed_in.status == 200
 
 
 # -- failures --------------------------------------------------------------------------------------

@@ -279,6 +279,10 @@ class Hooks:
     def begin(self, request: HttpRequest) -> None:
         close_old_connections()
 
+    def refusal(self, request: HttpRequest) -> HttpResponseBase | None:
+        """A response that turns the request away before it is read (a login redirect)."""
+        return None
+
     def headers(self, request: HttpRequest) -> dict[str, str] | None:
         """The request's headers by lower-case name, or ``None`` to read them from META."""
         return None
@@ -310,6 +314,9 @@ def _serve(
         hooks.begin(request)
         reply = None
         try:
+            refused = hooks.refusal(request)
+            if refused is not None:
+                return (_FAILED, refused)
             reply = _reply(server, request, hooks, departure)
             if reply.call is None:
                 last = (_REPLY, reply)
