@@ -977,6 +977,25 @@ class _Caller:
 # -- the views -------------------------------------------------------------------------------
 
 
+def _model_of(attr: str) -> Any:
+    """The model of a kind's rows (``"tools"``, ``"resources"``, ``"templates"``, ``"prompts"``)."""
+    from .models import Prompt, Resource, ResourceTemplate, Tool
+
+    return {"tools": Tool, "resources": Resource, "templates": ResourceTemplate, "prompts": Prompt}[
+        attr
+    ]
+
+
+def _attr_of(definition: Any) -> str:
+    """The catalog attribute of a definition's kind (a resource read through a template is
+    the template's)."""
+    if isinstance(definition, ToolDef):
+        return "tools"
+    if isinstance(definition, ResourceDef):
+        return "resources"
+    return "templates" if isinstance(definition, TemplateDef) else "prompts"
+
+
 class Playground:
     """The playground's views, served by one admin site."""
 
@@ -1103,11 +1122,18 @@ class Playground:
         self, request: HttpRequest, server: Server, catalog: Catalog, kind: str
     ) -> list[Entry]:
         attr = KINDS[kind][0]
-        stored = self._rows(request, server, attr)
+        may_view = self._may_view_rows(request, attr)
+        # Rows, disabled ones included, only for those who may see them in the admin.
+        stored = self._rows(request, server, attr) if may_view else {}
         code = _code_keys(server, attr)
         entries: list[Entry] = []
         for definition in catalog.items(attr):
             key = key_of(definition)
+            allowed = self._allowed(server, definition, request.user)
+            if allowed is False and not may_view:
+                # Only those who may see the rows of its kind learn what others may use.
+                stored.pop(key, None)
+                continue
             row, row_url = stored.get(key, (None, ""))
             source = definition.source
             if source == "row" or getattr(row, "overrides_code", False):
@@ -1125,7 +1151,7 @@ class Playground:
                     source=source,
                     enabled=True,
                     permission=describe_permission(definition.permission),
-                    allowed=self._allowed(server, definition, request.user),
+                    allowed=allowed,
                     try_url=self.try_url(server.name, kind, key),
                     row_url=row_url,
                 )
@@ -1152,22 +1178,20 @@ class Playground:
             )
         return entries
 
+    def _may_view_rows(self, request: HttpRequest, attr: str) -> bool:
+        """Whether the user may see the rows of a kind in this admin (``view`` or ``change``)."""
+        model = _model_of(attr)
+        return self.site.is_registered(model) and self.site.get_model_admin(
+            model
+        ).has_view_or_change_permission(request)
+
     def _rows(self, request: HttpRequest, server: Server, attr: str) -> dict[str, tuple[Any, str]]:
         """The server's rows of a kind by key, each with its admin page (if the user may see it)."""
         if not server.rows:
             return {}
-        from .models import Prompt, Resource, ResourceTemplate, Tool
-
-        model: Any = {
-            "tools": Tool,
-            "resources": Resource,
-            "templates": ResourceTemplate,
-            "prompts": Prompt,
-        }[attr]
+        model = _model_of(attr)
         field_name = "uri" if attr == "resources" else "name"
-        may_view = self.site.is_registered(model) and self.site.get_model_admin(
-            model
-        ).has_view_or_change_permission(request)
+        may_view = self._may_view_rows(request, attr)
         found: dict[str, tuple[Any, str]] = {}
         for row in model.objects.filter(server=server.name).order_by("order", field_name):
             url = ""
@@ -1189,6 +1213,11 @@ class Playground:
         link = self._linker(found, catalog)
         definition, uri = self._definition(catalog, kind, name)
         label = KINDS[kind][2]
+        allowed = None
+        if definition is not None:
+            allowed = self._allowed(found, definition, request.user)
+            if allowed is False and not self._may_view_rows(request, _attr_of(definition)):
+                definition = None  # as the catalog page leaves it out
         if definition is None:
             context = self._context(
                 request,
@@ -1213,7 +1242,7 @@ class Playground:
             label=label,
             definition=definition,
             permission=describe_permission(definition.permission),
-            allowed=self._allowed(found, definition, request.user),
+            allowed=allowed,
             wire=pretty(definition.wire),
             catalog_url=self._url("mcp_app_playground_catalog", found.name),
             run_label=RUN_LABELS[kind],

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from django.contrib import admin
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group, Permission
 from django.test import Client
 from django.urls import path
 
@@ -107,6 +108,33 @@ def test_a_user_who_is_not_staff_is_sent_to_the_login_page() -> None:
     response = client.get(tool_url("add"))
     assert response.status_code == 302
     assert response["Location"].startswith("/admin/login/")
+
+
+def test_what_a_staff_user_may_not_use_only_those_who_see_its_rows_are_shown() -> None:
+    editors = Group.objects.create(name="editors")
+    secret = Tool.objects.create(
+        name="secret", handler="template", config={"template": "s"}, description="Editors only"
+    )
+    secret.groups.add(editors)
+    Tool.objects.create(
+        name="sleepy", handler="template", config={"template": "z"}, description="Dormant"
+    ).__class__.objects.filter(name="sleepy").update(enabled=False)
+    clerk = get_user_model().objects.create_user("clerk", "clerk@example.com", None, is_staff=True)
+    client = Client()
+    client.force_login(clerk)
+    content = page(client.get(f"{BASE}default/"))
+    assert tool_url("add") in content
+    assert "Editors only" not in content and tool_url("secret") not in content
+    assert "Dormant" not in content  # rows, disabled or not, are for those who may see them
+    missing = client.get(tool_url("secret"))
+    assert missing.status_code == 404
+    assert "Editors only" not in missing.content.decode()
+
+    clerk.user_permissions.add(Permission.objects.get(codename="view_tool"))
+    content = page(client.get(f"{BASE}default/"))
+    assert "Editors only" in content and "Dormant" in content
+    shown = page(client.get(tool_url("secret")))
+    assert "Editors only" in shown
 
 
 def test_posts_need_the_csrf_token() -> None:
@@ -565,6 +593,8 @@ def test_a_prompt_that_asks_for_input(staff: Client) -> None:
 def test_a_permission_the_user_lacks_is_enforced_and_shown(scratch: Server) -> None:
     scratch.add_tool(lambda arguments, context: "secret", name="vault", permission="demo.open")
     user = get_user_model().objects.create_user("clerk", "clerk@example.com", None, is_staff=True)
+    # Who may see the tool rows sees what others may use (else it is left out).
+    user.user_permissions.add(Permission.objects.get(codename="view_tool"))
     client = Client()
     client.force_login(user)
     content = page(client.get(tool_url("vault", scratch.name)))
