@@ -131,3 +131,32 @@ def input_required(requests: Mapping[str, JSON] | None = None, state: Any = None
     if not requests and state is None:
         raise ValueError("input_required() needs at least one request or a state")
     return InputRequired(requests, state)
+
+
+_ELICIT_ACTIONS = ("accept", "decline", "cancel")
+
+
+def answer_problem(method: str, answer: Any) -> str | None:
+    """What is wrong with the client's ``answer`` to an input request of ``method`` (the
+    result's required shape), or ``None`` if nothing is."""
+    if not isinstance(answer, dict):
+        return "the answer must be an object"
+    if method == "elicitation/create":
+        if answer.get("action") not in _ELICIT_ACTIONS:
+            return "an elicitation's answer needs 'action': accept, decline or cancel"
+        if "content" in answer and not isinstance(answer["content"], dict | None):
+            return "an elicitation's 'content' must be an object"
+    elif method == "sampling/createMessage":
+        if answer.get("role") not in ("user", "assistant"):
+            return "a sampling answer needs 'role': user or assistant"
+        if not isinstance(answer.get("content"), dict | list):
+            return "a sampling answer needs 'content': a content block, or a list of them"
+        if not isinstance(answer.get("model"), str):
+            return "a sampling answer needs 'model': the name of the model that answered"
+    elif method == "roots/list":
+        roots = answer.get("roots")
+        if not isinstance(roots, list) or not all(
+            isinstance(root, dict) and isinstance(root.get("uri"), str) for root in roots
+        ):
+            return "a roots answer needs 'roots': a list of objects, each with a 'uri'"
+    return None

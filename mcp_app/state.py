@@ -41,15 +41,27 @@ def _target(server: str, method: str, params: Mapping[str, Any]) -> str:
 
 
 def sign(
-    state: Any, *, method: str, params: Mapping[str, Any], caller: str, server: str = "default"
+    state: Any,
+    *,
+    method: str,
+    params: Mapping[str, Any],
+    caller: str,
+    server: str = "default",
+    asked: Mapping[str, str] | None = None,
 ) -> str:
-    """Sign ``state`` for a retry of this method, with these params, by this caller."""
-    payload = {
+    """Sign ``state`` for a retry of this method, with these params, by this caller.
+
+    ``asked``: the method of each input request sent with it, by key, so that the answers can
+    be checked.
+    """
+    payload: dict[str, Any] = {
         "s": state,
         "t": _target(server, method, params),
         "d": params_digest(params),
         "c": caller,
     }
+    if asked:
+        payload["a"] = dict(asked)
     return signing.dumps(payload, key=conf.REQUEST_STATE_KEY, salt=SALT, compress=True)
 
 
@@ -61,6 +73,17 @@ def verify(
     Raises:
         InvalidParams: the token is malformed, altered, expired, or issued for another
             method, definition, argument set or caller; the message says which.
+    """
+    return verified(token, method=method, params=params, caller=caller, server=server)[0]
+
+
+def verified(
+    token: Any, *, method: str, params: Mapping[str, Any], caller: str, server: str = "default"
+) -> tuple[Any, dict[str, str]]:
+    """``verify``, and the method of each input request the state was sent with, by key.
+
+    Raises:
+        InvalidParams: as ``verify``.
     """
     if not isinstance(token, str) or not token:
         raise InvalidParams("Invalid requestState: must be a non-empty string")
@@ -89,7 +112,8 @@ def verify(
         raise InvalidParams("Invalid requestState: it was issued for other arguments")
     if payload.get("c") != caller:
         raise InvalidParams("Invalid requestState: it was issued to another caller")
-    return payload.get("s")
+    asked = payload.get("a")
+    return payload.get("s"), dict(asked) if isinstance(asked, dict) else {}
 
 
 def _suspicious() -> None:

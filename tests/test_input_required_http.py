@@ -185,12 +185,26 @@ def test_greet_without_a_usable_answer_asks_again(client: Client, responses: Any
     assert text_of(retry) == "Hello, Ada!"
 
 
-def test_greet_with_a_garbled_answer_asks_again(client: Client) -> None:
+@pytest.mark.parametrize(
+    ("answer", "problem"),
+    [
+        ("Ada", "the answer must be an object"),
+        ({"action": "maybe"}, "an elicitation's answer needs 'action': accept, decline or cancel"),
+        ({"action": "accept", "content": "Ada"}, "an elicitation's 'content' must be an object"),
+    ],
+)
+def test_a_malformed_answer_to_what_was_asked_is_invalid_params(
+    client: Client, answer: Any, problem: str
+) -> None:
+    # The handler would read it as an elicitation's result and fail on it.
     token = first_round(client)
     response = call(
-        client, "greet", request_id=2, inputResponses={"name": "Ada"}, requestState=token
+        client, "greet", request_id=2, inputResponses={"name": answer}, requestState=token
     )
-    assert response.json()["result"]["resultType"] == "input_required"
+    assert error_of(response) == {
+        "code": -32602,
+        "message": f"Invalid inputResponses['name']: {problem}",
+    }
 
 
 def test_extra_unknown_input_responses_are_ignored(client: Client) -> None:
@@ -290,7 +304,6 @@ def test_two_steps_partial_rounds_ask_again_for_what_is_missing(client: Client) 
     for responses in (
         {},
         {"colour": accept(color="red")},
-        {"color": "blue"},
         {"color": {"action": "cancel"}},
         {"color": accept(colour="red")},
     ):

@@ -371,6 +371,21 @@ def test_a_partial_update_keeps_the_task_waiting_for_the_rest() -> None:
     assert terminal(task_id)["result"]["content"][0]["text"] == '["a", "b"]'
 
 
+def test_a_malformed_answer_to_a_waiting_request_is_invalid_params() -> None:
+    task_id = start("two-at-once")
+    until(task_id, lambda t: t["status"] == "input_required")
+    refused = update(task_id, {"1.a": {"action": "accept"}, "1.b": {"action": "sure"}})
+    assert refused.json()["error"] == {
+        "code": -32602,
+        "message": "Invalid inputResponses['1.b']: an elicitation's answer needs 'action': "
+        "accept, decline or cancel",
+    }
+    # Nothing of the update was kept.
+    assert sorted(get(task_id)["result"]["inputRequests"]) == ["1.a", "1.b"]
+    update(task_id, {"1.a": {"action": "decline"}, "1.b": {"action": "decline"}})
+    assert terminal(task_id)["status"] == "completed"
+
+
 def test_concurrent_partial_updates_keep_every_answer() -> None:
     task_id = start("two-at-once")
     until(task_id, lambda t: t["status"] == "input_required")

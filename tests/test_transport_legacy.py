@@ -1012,6 +1012,21 @@ def test_an_error_answer_is_a_refusal_the_tool_reports(
     assert tool_text(final) == "The client refused the request: user said no"
 
 
+@pytest.mark.parametrize("result", ["Ada", None, {"action": "maybe"}, {"content": {"name": "x"}}])
+def test_a_malformed_answer_ends_the_call_with_a_result_that_says_so(
+    connect: Callable[..., LegacySession], result: Any
+) -> None:
+    # Not handed to the handler (which would fail on it), nor asked again and again.
+    session = connect(LATEST, {"elicitation": {}})
+    reader = session.call_streaming("greet", request_id=15)
+    request = reader.next_message()
+    answered = session.post({"jsonrpc": "2.0", "id": request["id"], "result": result})
+    assert answered.status_code == 202
+    final = reader.next_message()
+    assert final["result"]["isError"] is True
+    assert tool_text(final).startswith("The client's answer to elicitation/create is malformed: ")
+
+
 def test_a_client_that_drops_the_call_stream_resumes_it_and_the_call_goes_on(
     connect: Callable[..., LegacySession],
 ) -> None:

@@ -18,7 +18,7 @@ from .. import state as request_state
 from ..auth import admit
 from ..conf import conf
 from ..events import StreamLog
-from ..input import InputRequired
+from ..input import InputRequired, answer_problem
 from ..protocol import jsonrpc, modern, versions
 from ..protocol import tasks as task_wire
 from ..protocol.context import RequestContext
@@ -532,14 +532,23 @@ class Endpoint:
         if responses is not None and not isinstance(responses, dict):
             raise InvalidParams("inputResponses must be an object keyed by input request")
         ctx.input_responses = dict(responses or {})
+        asked: dict[str, str] = {}
         if "requestState" in req.params:
-            ctx.state = request_state.verify(
+            ctx.state, asked = request_state.verified(
                 req.params["requestState"],
                 method=req.method,
                 params=req.params,
                 caller=request_state.caller_id(ctx.user),
                 server=self.server.name,
             )
+        for key, method in asked.items():
+            # A handler reads an answer as the result of what it asked: a malformed one is the
+            # client's error, not the handler's failure. A missing one (or null) is asked for
+            # again by the handler, and keys nobody asked for are ignored, as the spec says.
+            answer = ctx.input_responses.get(key)
+            problem = None if answer is None else answer_problem(method, answer)
+            if problem:
+                raise InvalidParams(f"Invalid inputResponses[{key!r}]: {problem}")
 
     def input_required(
         self, req: modern.ModernRequest, ctx: RequestContext, outcome: InputRequired
@@ -556,6 +565,7 @@ class Endpoint:
             params=req.params,
             caller=request_state.caller_id(ctx.user),
             server=self.server.name,
+            asked={key: str(request.get("method")) for key, request in outcome.requests.items()},
         )
         result["_meta"] = {versions.META_SERVER_INFO: self.server.options.server_info}
         return result
