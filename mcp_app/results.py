@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -14,9 +15,21 @@ from .protocol.jsonrpc import InternalError
 
 JSON = dict[str, Any]
 
+logger = logging.getLogger("mcp_app")
+
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    """``value`` as JSON text for a text block.
+
+    Raises:
+        InternalError: it holds a value JSON cannot carry (an integer past Python's digit
+            limit, a value that holds itself), as an answer holding NaN is sent.
+    """
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    except ValueError as exc:
+        logger.error("A result holds a value JSON cannot carry: %s", exc)
+        raise InternalError("Internal error: the result holds a value JSON cannot carry") from exc
 
 
 #: The fields each kind of content block must have, and their types.
