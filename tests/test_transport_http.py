@@ -34,9 +34,11 @@ def plain(context: Any) -> str:
 urlpatterns = [path("cached/mcp", cached.urls)]
 
 
-def post(client: Client, body: Any, headers: dict[str, str], path: str = "/mcp") -> Any:
+def post(
+    client: Client, body: Any, headers: dict[str, str], path: str = "/mcp", **environ: str
+) -> Any:
     return client.post(
-        path, data=json.dumps(body), content_type="application/json", headers=headers
+        path, data=json.dumps(body), content_type="application/json", headers=headers, **environ
     )
 
 
@@ -250,13 +252,7 @@ def test_allowed_origin(client: Client) -> None:
 
 def test_disallowed_host_refused(client: Client) -> None:
     body, headers = modern_request("tools/list")
-    response = client.post(
-        "/mcp",
-        data=json.dumps(body),
-        content_type="application/json",
-        headers=headers,
-        HTTP_HOST="evil.example.com",
-    )
+    response = post(client, body, headers, HTTP_HOST="evil.example.com")
     # CommonMiddleware refuses it first (400); without it, the endpoint itself does (403).
     assert response.status_code == 400
 
@@ -362,13 +358,7 @@ def test_a_named_method_without_its_name_is_invalid_params(
 @pytest.mark.parametrize("length", ["abc", "-5", "\u00b2"])
 def test_a_content_length_that_is_no_number_is_a_json_rpc_400(client: Client, length: str) -> None:
     body, headers = modern_request("tools/list")
-    response = client.post(
-        "/mcp",
-        data=json.dumps(body),
-        content_type="application/json",
-        headers=headers,
-        CONTENT_LENGTH=length,
-    )
+    response = post(client, body, headers, CONTENT_LENGTH=length)
     assert response.status_code == 400
     assert response.json()["error"]["message"] == "Bad Request: invalid Content-Length header"
 
