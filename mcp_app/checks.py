@@ -63,6 +63,7 @@ SWITCHES = (
     "AUDIT",
     "AUDIT_ARGUMENTS",
     "BATCH_SCHEDULING",
+    "TOOL_ERROR_DETAILS",
 )
 #: Switches that may also be None (ATOMIC: follow the database's ATOMIC_REQUESTS).
 OPTIONAL_SWITCHES = ("ATOMIC",)

@@ -21,6 +21,9 @@ DEFAULTS: dict[str, Any] = {
     # Validate tool arguments and structured results against their schemas.
     "VALIDATE_INPUT": True,
     "VALIDATE_OUTPUT": True,
+    # Send the message of an exception a tool raised to the client (in its isError result);
+    # False sends "Tool <name> failed" instead, and only the log has the message.
+    "TOOL_ERROR_DETAILS": True,
     # Dotted path of a mcp_app.schema.Validator subclass, or None for the default.
     "VALIDATOR": None,
     # Lifetime of a signed requestState, in milliseconds.
@@ -212,6 +215,10 @@ class Settings:
     @_setting
     def VALIDATE_OUTPUT(self) -> bool:
         return bool(self._get("VALIDATE_OUTPUT"))
+
+    @_setting
+    def TOOL_ERROR_DETAILS(self) -> bool:
+        return bool(self._get("TOOL_ERROR_DETAILS"))
 
     @_setting
     def VALIDATOR(self) -> str | None:

@@ -473,6 +473,9 @@ class SettingsEngine(Engine):
     def validate_output(self) -> bool:
         return conf.VALIDATE_OUTPUT
 
+    def error_details(self) -> bool:
+        return conf.TOOL_ERROR_DETAILS
+
     def permitted(self, definition: Any, ctx: Any) -> bool:
         """A permission codename (``app.codename``) or a callable of the user decides."""
         permission = definition.permission

@@ -668,3 +668,21 @@ def test_validator_setting_names_the_validator_class(server: mcp_app.Server) -> 
     assert result["content"][0]["text"] == "Invalid arguments at the root: picky"
     with override_settings(MCP_APP={}):
         assert server.engine.validator() is server.options.validator
+
+
+def test_tool_error_details_off_sends_only_that_the_tool_failed(
+    server: mcp_app.Server, caplog: pytest.LogCaptureFixture
+) -> None:
+    def leaky(arguments: dict[str, Any], ctx: RequestContext) -> Any:
+        raise OSError("[Errno 2] No such file or directory: '/srv/private/keys/x'")
+
+    server.add_tool(leaky, name="leaky")
+    call = {"name": "leaky", "arguments": {}}
+
+    def failed() -> Any:
+        return server.engine.handle("tools/call", call, RequestContext(), server.catalog())
+
+    assert "/srv/private" in failed()["content"][0]["text"]
+    with override_settings(MCP_APP={"TOOL_ERROR_DETAILS": False}), caplog.at_level("ERROR"):
+        assert failed() == {"content": [text("Tool leaky failed")], "isError": True}
+    assert "/srv/private/keys/x" in caplog.text  # for the site's own eyes

@@ -163,6 +163,10 @@ class Engine:
     def validate_output(self) -> bool:
         return self.options.validate_output
 
+    def error_details(self) -> bool:
+        """Whether the message of an exception a tool raised goes to the client."""
+        return True
+
     def validator(self) -> Validator:
         return self.options.validator
 
@@ -306,7 +310,7 @@ class Engine:
             raise
         except Exception as exc:
             logger.exception("tool %r failed", name)
-            return _failed_tool(exc)
+            return self._failed_tool(name, exc)
         if isinstance(value, TaskWork):
             if ctx.follows_tasks and tool.task != "forbidden":
                 return value
@@ -327,10 +331,19 @@ class Engine:
             raise
         except Exception as exc:
             logger.exception("tool %r failed", tool.name)
-            return _failed_tool(exc)
+            return self._failed_tool(tool.name, exc)
         if isinstance(value, TaskWork):
             raise InternalError(f"Tool {tool.name} handed a task's work to another task")
         return self.tool_outcome(tool, value)
+
+    def _failed_tool(self, name: str, exc: Exception) -> JSON:
+        """A tool whose code raised: its ``isError`` result, which no output schema checks.
+
+        Its message may hold what the client should not read (a path, a row of another
+        user's, SQL): ``error_details()`` off sends only that the tool failed.
+        """
+        text = (str(exc) or type(exc).__name__) if self.error_details() else f"Tool {name} failed"
+        return {"content": [{"type": "text", "text": text}], "isError": True}
 
     def tool_outcome(self, tool: ToolDef, value: Any) -> Answer:
         """A tool's answer as a result (checked against its output schema), or its request
@@ -472,11 +485,6 @@ def resource_not_found_code(version: str) -> int:
     from .jsonrpc import INVALID_PARAMS, RESOURCE_NOT_FOUND
 
     return INVALID_PARAMS if versions.is_modern(version) else RESOURCE_NOT_FOUND
-
-
-def _failed_tool(exc: Exception) -> JSON:
-    """A tool whose code raised: its ``isError`` result, which no output schema checks."""
-    return {"content": [{"type": "text", "text": str(exc) or type(exc).__name__}], "isError": True}
 
 
 def _call_work(work: Callable[[Any], Any], ctx: RequestContext) -> Any:
