@@ -36,6 +36,7 @@ from .protocol import versions as revisions
 from .protocol.modern import NAMED, encode_header_value, header_text
 from .server import Server, servers, site
 from .transport.listen import LISTS
+from .transport.views import ENDPOINT_OF
 
 __all__ = ["AsyncMCPClient", "MCPClient", "MCPClientError"]
 
@@ -134,15 +135,8 @@ def _find_server(server: Server | str | None) -> Server:
 
 
 def _serves(view: Any, server: Server) -> bool:
-    """Whether ``view`` is an endpoint built by ``server.urls`` for this server."""
-    function = inspect.unwrap(view)
-    for cell in getattr(function, "__closure__", None) or ():
-        try:
-            if cell.cell_contents is server:
-                return True
-        except ValueError:  # an empty cell
-            continue
-    return False
+    """Whether ``view`` is an endpoint built for this server (by ``server.urls``)."""
+    return getattr(view, ENDPOINT_OF, None) is server
 
 
 def _scan(patterns: Iterable[Any], namespaces: list[str], server: Server) -> str | None:

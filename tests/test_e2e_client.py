@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from contextlib import ExitStack
 from typing import Any
 
 import anyio
@@ -12,6 +13,7 @@ import pytest
 from mcp import Client, types
 
 from tests.conftest import MODERN, DemoServer, modern_request
+from tests.test_delivery_processes import open_listen
 
 pytestmark = pytest.mark.e2e
 
@@ -127,3 +129,21 @@ def test_which_path_serves_the_endpoint(
     assert response.json()["result"]["supportedVersions"] == [MODERN]
     # The site's middleware (XFrameOptionsMiddleware) runs on the view path only.
     assert ("x-frame-options" in response.headers) == (through == "view")
+
+
+@pytest.fixture(scope="module")
+def sync_view_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoServer]:
+    """The demo site under uvicorn through Django's handler, with the sync view."""
+    env = {"MCP_ASGI_ROUTE": "0", "MCP_VIEW": "sync"}
+    server = DemoServer(tmp_path_factory.mktemp("sync-view"), env=env)
+    yield server
+    server.stop()
+
+
+def test_the_sync_view_streams_under_an_asgi_server(sync_view_server: DemoServer) -> None:
+    # Django's ASGI handler would read a sync stream whole: a listen stream would never send
+    # its acknowledgement, nor a session's call the request for input it waits on.
+    with ExitStack() as stack:
+        client = stack.enter_context(httpx.Client(timeout=httpx.Timeout(10.0, read=5.0)))
+        open_listen(stack, client, sync_view_server.url)
+    check_calls_progress_and_input(sync_view_server, "legacy")

@@ -19,7 +19,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from asgiref.sync import SyncToAsync, sync_to_async
+from asgiref.sync import SyncToAsync, async_to_sync, sync_to_async
 from django.conf import settings
 from django.core.exceptions import DisallowedHost, RequestDataTooBig
 from django.core.handlers.asgi import ASGIRequest
@@ -744,6 +744,9 @@ class _ListenRelay:
 
 # -- ASGI ---------------------------------------------------------------------------------
 
+#: The attribute of a view built here that holds the server it serves.
+ENDPOINT_OF = "mcp_app_endpoint_of"
+
 
 def async_view(server: Server) -> Callable[..., Awaitable[HttpResponseBase]]:
     """The endpoint for ASGI servers: one thread hop per request, streams as async iterators.
@@ -751,6 +754,7 @@ def async_view(server: Server) -> Callable[..., Awaitable[HttpResponseBase]]:
     Under a WSGI server (gunicorn, runserver) it serves as ``sync_view`` does, in the
     request's thread.
     """
+    serve = _async_endpoint(server)
     under_wsgi = sync_to_async(_sync_endpoint(server), thread_sensitive=True)
 
     @csrf_exempt
@@ -759,6 +763,14 @@ def async_view(server: Server) -> Callable[..., Awaitable[HttpResponseBase]]:
             # Django's WSGI handler reads an async stream whole before it sends a byte, so a
             # progress message or a listen stream would never arrive: stream from a generator.
             return await under_wsgi(request)
+        return await serve(request)
+
+    setattr(mcp_endpoint, ENDPOINT_OF, server)
+    return mcp_endpoint
+
+
+def _async_endpoint(server: Server) -> Callable[[HttpRequest], Awaitable[HttpResponseBase]]:
+    async def mcp_endpoint(request: HttpRequest) -> HttpResponseBase:
         answer = await respond(server, request)
         if answer.response is not None:
             return answer.response
@@ -774,8 +786,24 @@ def async_view(server: Server) -> Callable[..., Awaitable[HttpResponseBase]]:
 
 
 def sync_view(server: Server) -> Callable[..., HttpResponseBase]:
-    """The endpoint for WSGI servers: streams are generators fed by a worker thread."""
-    return csrf_exempt(_sync_endpoint(server))
+    """The endpoint for WSGI servers: streams are generators fed by a worker thread.
+
+    Under an ASGI server (uvicorn, Django's handler) it serves as ``async_view`` does, on the
+    server's event loop.
+    """
+    serve = _sync_endpoint(server)
+    under_asgi = async_to_sync(_async_endpoint(server))
+
+    @csrf_exempt
+    def mcp_endpoint(request: HttpRequest) -> HttpResponseBase:
+        if isinstance(request, ASGIRequest):
+            # Django's ASGI handler reads a sync stream whole before it sends a byte: stream
+            # from an async generator, made on the loop that will read it.
+            return under_asgi(request)
+        return serve(request)
+
+    setattr(mcp_endpoint, ENDPOINT_OF, server)
+    return mcp_endpoint
 
 
 def _sync_endpoint(server: Server) -> Callable[[HttpRequest], HttpResponseBase]:
