@@ -30,6 +30,7 @@ from urllib.parse import urlencode, urlsplit
 
 from django.apps import apps
 from django.contrib import admin
+from django.contrib.auth import get_permission_codename
 from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.template.response import TemplateResponse
 from django.urls import NoReverseMatch, URLPattern, URLResolver, path, re_path, reverse
@@ -1090,7 +1091,14 @@ class Playground:
                     "title": server.options.title or server.options.name,
                     "url": self._url("mcp_app_playground_catalog", name),
                     "counts": [
-                        (label, len(catalog.items(attr))) for attr, _, label in KINDS.values()
+                        (
+                            label,
+                            sum(
+                                self._shown(request, server, definition)
+                                for definition in catalog.items(attr)
+                            ),
+                        )
+                        for attr, _, label in KINDS.values()
                     ],
                     "generation": catalog.generation,
                 }
@@ -1132,12 +1140,11 @@ class Playground:
             allowed = self._allowed(server, definition, request.user)
             if allowed is False and not may_view:
                 # Only those who may see the rows of its kind learn what others may use.
-                stored.pop(key, None)
                 continue
             row, row_url = stored.get(key, (None, ""))
             source = definition.source
             if source == "row" or getattr(row, "overrides_code", False):
-                del stored[key]
+                stored.pop(key, None)
                 if source == "code":
                     source = "code, restyled by a row"
             else:
@@ -1179,11 +1186,24 @@ class Playground:
         return entries
 
     def _may_view_rows(self, request: HttpRequest, attr: str) -> bool:
-        """Whether the user may see the rows of a kind in this admin (``view`` or ``change``)."""
+        """Whether the user may see the rows of a kind (``view`` or ``change``), as this admin
+        says, or as the user's permissions say where it does not show them."""
         model = _model_of(attr)
-        return self.site.is_registered(model) and self.site.get_model_admin(
-            model
-        ).has_view_or_change_permission(request)
+        if self.site.is_registered(model):
+            return bool(self.site.get_model_admin(model).has_view_or_change_permission(request))
+        opts = model._meta
+        user: Any = request.user
+        return any(
+            user.has_perm(f"{opts.app_label}.{get_permission_codename(action, opts)}")
+            for action in ("view", "change")
+        )
+
+    def _shown(self, request: HttpRequest, server: Server, definition: Any) -> bool:
+        """Whether the page shows ``definition``: one the user may not use is shown only to
+        those who may see the rows of its kind."""
+        if self._allowed(server, definition, request.user) is not False:
+            return True
+        return self._may_view_rows(request, _attr_of(definition))
 
     def _rows(self, request: HttpRequest, server: Server, attr: str) -> dict[str, tuple[Any, str]]:
         """The server's rows of a kind by key, each with its admin page (if the user may see it)."""
@@ -1213,11 +1233,8 @@ class Playground:
         link = self._linker(found, catalog)
         definition, uri = self._definition(catalog, kind, name)
         label = KINDS[kind][2]
-        allowed = None
-        if definition is not None:
-            allowed = self._allowed(found, definition, request.user)
-            if allowed is False and not self._may_view_rows(request, _attr_of(definition)):
-                definition = None  # as the catalog page leaves it out
+        if definition is not None and not self._shown(request, found, definition):
+            definition = None  # as the catalog page leaves it out
         if definition is None:
             context = self._context(
                 request,
@@ -1242,7 +1259,7 @@ class Playground:
             label=label,
             definition=definition,
             permission=describe_permission(definition.permission),
-            allowed=allowed,
+            allowed=self._allowed(found, definition, request.user),
             wire=pretty(definition.wire),
             catalog_url=self._url("mcp_app_playground_catalog", found.name),
             run_label=RUN_LABELS[kind],

@@ -119,12 +119,15 @@ def test_what_a_staff_user_may_not_use_only_those_who_see_its_rows_are_shown() -
     Tool.objects.create(
         name="sleepy", handler="template", config={"template": "z"}, description="Dormant"
     ).__class__.objects.filter(name="sleepy").update(enabled=False)
+    Tool.objects.create(name="open", handler="template", config={"template": "o"})
     clerk = get_user_model().objects.create_user("clerk", "clerk@example.com", None, is_staff=True)
     client = Client()
     client.force_login(clerk)
     content = page(client.get(f"{BASE}default/"))
-    assert tool_url("add") in content
+    assert tool_url("add") in content and tool_url("open") in content  # a row it may use
     assert "Editors only" not in content and tool_url("secret") not in content
+    [default] = [row for row in client.get(BASE).context["servers"] if row["name"] == "default"]
+    assert default["counts"][0] == ("tool", len(mcp_app.site.catalog().tools) - 1)
     assert "Dormant" not in content  # rows, disabled or not, are for those who may see them
     missing = client.get(tool_url("secret"))
     assert missing.status_code == 404
