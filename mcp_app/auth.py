@@ -89,11 +89,13 @@ def site_user(request: Any) -> Any:
     """The user the site's middleware set on ``request``, or ``AnonymousUser`` if none did
     (a site without ``AuthenticationMiddleware``), so permission rules always get a user."""
     user = getattr(request, "user", None)
-    if user is None:
-        from django.contrib.auth.models import AnonymousUser
+    return _anonymous() if user is None else user
 
-        return AnonymousUser()
-    return user
+
+def _anonymous() -> Any:
+    from django.contrib.auth.models import AnonymousUser
+
+    return AnonymousUser()
 
 
 def admit(request: Any, server_name: str) -> tuple[Any, Refusal | None]:
@@ -124,6 +126,8 @@ def admit(request: Any, server_name: str) -> tuple[Any, Refusal | None]:
         drf_request = Request(request, parsers=_UNREAD, authenticators=_instances(authenticators))
         try:
             user = drf_request.user
+            if user is None:  # REST_FRAMEWORK["UNAUTHENTICATED_USER"] = None
+                user = _anonymous()
         except _REFUSALS as exc:
             # Bad credentials, or SessionAuthentication's CSRF check (403), as DRF answers.
             return None, _refusal(request, exc, drf_request)

@@ -6,6 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .protocol.jsonrpc import InvalidParams
+
 __all__ = ["InputRequired", "elicit", "elicit_url", "input_required", "roots", "sample"]
 
 JSON = dict[str, Any]
@@ -134,6 +136,40 @@ def input_required(requests: Mapping[str, JSON] | None = None, state: Any = None
 
 
 _ELICIT_ACTIONS = ("accept", "decline", "cancel")
+
+
+def checked_answers(
+    responses: Mapping[str, Any], asked: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The answers a handler is given of the client's ``inputResponses``.
+
+    ``asked``: the method of each input request sent, by key, when known. Then only answers
+    to those are kept (others are ignored, as the spec asks), each checked against its
+    request's result; else each is checked against the result of any input request. A
+    ``null`` answer counts as missing.
+
+    Raises:
+        InvalidParams: an answer is malformed; the message names its key.
+    """
+    kept: dict[str, Any] = {}
+    for key, answer in responses.items():
+        if answer is None or (asked is not None and key not in asked):
+            continue
+        problem = answer_problem(asked[key], answer) if asked is not None else _any_problem(answer)
+        if problem:
+            raise InvalidParams(f"Invalid inputResponses[{key!r}]: {problem}")
+        kept[key] = answer
+    return kept
+
+
+def _any_problem(answer: Any) -> str | None:
+    """What is wrong with ``answer`` as the result of an input request of unknown method."""
+    if isinstance(answer, dict):
+        if "roots" in answer:
+            return answer_problem("roots/list", answer)
+        if "action" not in answer and ("role" in answer or "model" in answer):
+            return answer_problem("sampling/createMessage", answer)
+    return answer_problem("elicitation/create", answer)
 
 
 def answer_problem(method: str, answer: Any) -> str | None:

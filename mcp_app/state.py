@@ -60,7 +60,7 @@ def sign(
         "d": params_digest(params),
         "c": caller,
     }
-    if asked:
+    if asked is not None:
         payload["a"] = dict(asked)
     return signing.dumps(payload, key=conf.REQUEST_STATE_KEY, salt=SALT, compress=True)
 
@@ -79,8 +79,9 @@ def verify(
 
 def verified(
     token: Any, *, method: str, params: Mapping[str, Any], caller: str, server: str = "default"
-) -> tuple[Any, dict[str, str]]:
-    """``verify``, and the method of each input request the state was sent with, by key.
+) -> tuple[Any, dict[str, str] | None]:
+    """``verify``, and the method of each input request the state was sent with, by key
+    (``None`` for a state that does not say).
 
     Raises:
         InvalidParams: as ``verify``.
@@ -113,7 +114,7 @@ def verified(
     if payload.get("c") != caller:
         raise InvalidParams("Invalid requestState: it was issued to another caller")
     asked = payload.get("a")
-    return payload.get("s"), dict(asked) if isinstance(asked, dict) else {}
+    return payload.get("s"), dict(asked) if isinstance(asked, dict) else None
 
 
 def _suspicious() -> None:

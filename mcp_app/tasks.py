@@ -29,11 +29,11 @@ from django.utils import timezone
 
 from .conf import conf
 from .delivery import backend, tell
-from .input import InputRequired, answer_problem
+from .input import InputRequired, checked_answers
 from .protocol import jsonrpc
 from .protocol import tasks as wire
 from .protocol.context import RequestContext
-from .protocol.jsonrpc import InternalError, InvalidParams, ProtocolError
+from .protocol.jsonrpc import InternalError, ProtocolError
 from .protocol.tasks import TaskWork
 from .state import caller_id
 from .transport import sse
@@ -239,12 +239,9 @@ def _update(endpoint: Endpoint, task_id: str, mine: Any, responses: Mapping[str,
         current = waiting.values("input_requests", "answers").first()
         outstanding = current["input_requests"] or {}
         answers = dict(current["answers"] or {})
-        for key, response in responses.items():
-            if key in outstanding and key not in answers:
-                problem = answer_problem(str((outstanding[key] or {}).get("method")), response)
-                if problem:
-                    raise InvalidParams(f"Invalid inputResponses[{key!r}]: {problem}")
-                answers[key] = response
+        asked = {key: str((request or {}).get("method")) for key, request in outstanding.items()}
+        for key, response in checked_answers(responses, asked).items():
+            answers.setdefault(key, response)
         waiting.update(answers=answers)
     _tell(endpoint, task_id, {"answered": True})
 

@@ -499,6 +499,15 @@ def test_without_the_authentication_middleware_rules_get_an_anonymous_user(
         assert names(client, "prompts") == []
 
 
+def test_drf_without_an_unauthenticated_user_gives_rules_an_anonymous_one(
+    mcp: Any, settings: Any
+) -> None:
+    settings.REST_FRAMEWORK = {"UNAUTHENTICATED_USER": None}
+    mcp(AUTHENTICATION_CLASSES=[TOKEN])
+    listed = names(MCPClient(guarded))  # the staff rule reads user.groups
+    assert "echo" in listed and "staff-tool" not in listed
+
+
 def test_session_authentication_applies_unchanged(mcp: Any) -> None:
     mcp(AUTHENTICATION_CLASSES=[SESSION], PERMISSION_CLASSES=[AUTHENTICATED])
     assert "echo" in names(MCPClient(guarded, user=make_user("ada")))

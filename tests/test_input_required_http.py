@@ -207,6 +207,50 @@ def test_a_malformed_answer_to_what_was_asked_is_invalid_params(
     }
 
 
+def test_without_a_state_an_answer_must_still_be_an_input_requests_result(client: Client) -> None:
+    malformed = {"name": {"action": "accept", "content": "Ada"}}
+    response = call(client, "greet", request_id=2, inputResponses=malformed)
+    assert error_of(response)["message"] == (
+        "Invalid inputResponses['name']: an elicitation's 'content' must be an object"
+    )
+    answered = call(client, "greet", request_id=3, inputResponses={"name": accept(name="Ada")})
+    assert text_of(answered) == "Hello, Ada!"
+
+
+def test_an_answer_to_what_this_round_did_not_ask_is_not_handed_over() -> None:
+    server = Server("answers-test")
+
+    def peek(arguments: dict[str, Any], context: RequestContext) -> Any:
+        if context.state is None:
+            return input_required({"name": elicit("Name?")}, state={"round": 2})
+        return ",".join(sorted(context.input_responses))
+
+    server.add_tool(peek, name="peek")
+
+    def round_of(request_id: int, **extra: Any) -> Any:
+        body, headers = modern_request(
+            "tools/call",
+            {"name": "peek", "arguments": {}, **extra},
+            request_id=request_id,
+            capabilities=ELICIT,
+        )
+        incoming = Incoming(
+            method="POST",
+            headers={k.lower(): v for k, v in headers.items()},
+            body=json.dumps(body).encode(),
+            host="testserver",
+        )
+        return server.endpoint.handle(incoming).body["result"]
+
+    try:
+        token = round_of(1)["requestState"]
+        answers = {"name": accept(name="Ada"), "other": "junk", "roots": {"roots": []}}
+        done = round_of(2, inputResponses=answers, requestState=token)
+        assert done["content"][0]["text"] == "name"
+    finally:
+        servers.pop("answers-test", None)
+
+
 def test_extra_unknown_input_responses_are_ignored(client: Client) -> None:
     token = first_round(client)
     response = call(

@@ -330,3 +330,11 @@ def test_lazy_text_and_an_sdk_models_dump_are_results_as_before() -> None:
 def test_a_value_json_cannot_carry_is_an_internal_error_not_a_crash(value: object) -> None:
     with pytest.raises(InternalError, match="the result holds a value JSON cannot carry"):
         tool_result(value, has_output_schema=True)
+
+
+def test_a_result_nested_deeper_than_python_recurses_is_an_internal_error() -> None:
+    deep: list[object] = []
+    for _ in range(100_000):
+        deep = [deep]
+    with pytest.raises(InternalError, match="the result holds a value JSON cannot carry"):
+        tool_result({"deep": deep}, has_output_schema=True)

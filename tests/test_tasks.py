@@ -386,6 +386,15 @@ def test_a_malformed_answer_to_a_waiting_request_is_invalid_params() -> None:
     assert terminal(task_id)["status"] == "completed"
 
 
+def test_a_null_answer_in_an_update_counts_as_missing() -> None:
+    task_id = start("two-at-once")
+    until(task_id, lambda t: t["status"] == "input_required")
+    update(task_id, {"1.a": None, "1.b": {"action": "decline"}})
+    assert list(get(task_id)["result"]["inputRequests"]) == ["1.a"]
+    update(task_id, {"1.a": {"action": "decline"}})
+    assert terminal(task_id)["status"] == "completed"
+
+
 def test_concurrent_partial_updates_keep_every_answer() -> None:
     task_id = start("two-at-once")
     until(task_id, lambda t: t["status"] == "input_required")

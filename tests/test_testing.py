@@ -18,6 +18,7 @@ from django.urls import include, path
 
 import mcp_app
 from mcp_app import RequestContext, Server, elicit, input_required, roots, sample, tool_error
+from mcp_app.conf import conf
 from mcp_app.sessions import store as session_store
 from mcp_app.testing import AsyncMCPClient, MCPClient, MCPClientError
 
@@ -42,6 +43,12 @@ def whoami(arguments: dict[str, Any], context: RequestContext) -> str:
     """The caller's username."""
     user = context.user
     return str(user.username) if user is not None and user.is_authenticated else "anonymous"
+
+
+@own.tool(name="request-kind")
+def request_kind(arguments: dict[str, Any], context: RequestContext) -> str:
+    """The class of the Django request the view was given."""
+    return type(context.request).__name__
 
 
 @own.tool()
@@ -1089,3 +1096,13 @@ def test_a_server_made_in_the_urlconf_is_found_by_name() -> None:
     assert "testing-urlconf-only" not in servers
     with override_settings(ROOT_URLCONF="tests.testing_urlconf"):
         assert MCPClient.text(MCPClient("testing-urlconf-only").call_tool("here")) == "here"
+
+
+@routed
+def test_each_view_is_served_as_under_its_own_kind_of_server() -> None:
+    # The async view gets an ASGI request (as under uvicorn), the sync view a WSGI one.
+    expected = "ASGIRequest" if conf.VIEW == "async" else "WSGIRequest"
+    assert MCPClient.text(MCPClient(own).call_tool("request-kind")) == expected
+    # AsyncMCPClient speaks ASGI: either view serves it as the async view does.
+    called = async_to_sync(AsyncMCPClient(own).call_tool)("request-kind")
+    assert AsyncMCPClient.text(called) == "ASGIRequest"

@@ -18,7 +18,7 @@ from .. import state as request_state
 from ..auth import admit
 from ..conf import conf
 from ..events import StreamLog
-from ..input import InputRequired, answer_problem
+from ..input import InputRequired, checked_answers
 from ..protocol import jsonrpc, modern, versions
 from ..protocol import tasks as task_wire
 from ..protocol.context import RequestContext
@@ -531,8 +531,7 @@ class Endpoint:
         responses = req.params.get("inputResponses")
         if responses is not None and not isinstance(responses, dict):
             raise InvalidParams("inputResponses must be an object keyed by input request")
-        ctx.input_responses = dict(responses or {})
-        asked: dict[str, str] = {}
+        asked: dict[str, str] | None = None
         if "requestState" in req.params:
             ctx.state, asked = request_state.verified(
                 req.params["requestState"],
@@ -541,14 +540,9 @@ class Endpoint:
                 caller=request_state.caller_id(ctx.user),
                 server=self.server.name,
             )
-        for key, method in asked.items():
-            # A handler reads an answer as the result of what it asked: a malformed one is the
-            # client's error, not the handler's failure. A missing one (or null) is asked for
-            # again by the handler, and keys nobody asked for are ignored, as the spec says.
-            answer = ctx.input_responses.get(key)
-            problem = None if answer is None else answer_problem(method, answer)
-            if problem:
-                raise InvalidParams(f"Invalid inputResponses[{key!r}]: {problem}")
+        # A handler reads an answer as the result of what it asked: a malformed one is the
+        # client's error, not the handler's failure.
+        ctx.input_responses = checked_answers(responses or {}, asked)
 
     def input_required(
         self, req: modern.ModernRequest, ctx: RequestContext, outcome: InputRequired
