@@ -654,6 +654,22 @@ def test_unsupported_protocol_version_header_is_400(session: LegacySession, head
     assert header in response.json()["error"]["message"]
 
 
+@pytest.mark.parametrize("header", ["2024-11-05", "2099-01-01", "latest"])
+def test_a_revision_not_served_is_named_before_a_missing_session(header: str) -> None:
+    # An older client says nothing of the stateless revision's headers or _meta: what it
+    # needs to hear is that its revision is not served, not which header it lacks.
+    response = post_raw(
+        Client(),
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        **{"MCP-Protocol-Version": header},
+    )
+    assert response.status_code == 400
+    assert response.json()["error"] == {
+        "code": -32600,
+        "message": f"Unsupported MCP-Protocol-Version: {header}",
+    }
+
+
 def test_a_sessions_request_under_the_stateless_revisions_header_is_judged_by_its_rules(
     session: LegacySession,
 ) -> None:

@@ -54,7 +54,8 @@ def is_legacy(message: Any, headers: Any) -> bool:
     A request carrying the stateless revision's ``_meta`` is served statelessly unless it
     names a session; one whose ``MCP-Protocol-Version`` header names the stateless revision
     is, whatever else it carries (that revision has no sessions: an ``Mcp-Session-Id`` is
-    ignored, and a batch refused as no JSON-RPC request of its).
+    ignored, and a batch refused as no JSON-RPC request of its). Anything else is the
+    initialize era's, which refuses a header naming a revision it does not serve.
     """
     if (headers.get("mcp-protocol-version") or "").strip() == versions.MODERN:
         return False
@@ -66,12 +67,9 @@ def is_legacy(message: Any, headers: Any) -> bool:
         return False
     params = message.get("params")
     meta = params.get("_meta") if isinstance(params, dict) else None
-    if isinstance(meta, dict) and versions.META_PROTOCOL_VERSION in meta:
-        return False
-    header = (headers.get("mcp-protocol-version") or "").strip()
-    if header in versions.LEGACY or message.get("method") == "initialize":
-        return True
-    return not header
+    # Without the stateless marker: a legacy revision's header, none, or one naming no
+    # revision served here (refused as unsupported, as the initialize era answers it).
+    return not (isinstance(meta, dict) and versions.META_PROTOCOL_VERSION in meta)
 
 
 def no_logging() -> MethodNotFound:
@@ -366,13 +364,14 @@ class LegacyEndpoint:
         from .http import error_reply
 
         session_id = (incoming.headers.get("mcp-session-id") or "").strip()
-        if not session_id:
-            return None, error_reply(None, InvalidRequest("Missing Mcp-Session-Id header"), 400)
         version = (incoming.headers.get("mcp-protocol-version") or versions.LEGACY_DEFAULT).strip()
         if version not in versions.LEGACY:
+            # Said first: a client of a revision not served here learns why, session or none.
             return None, error_reply(
                 None, InvalidRequest(f"Unsupported MCP-Protocol-Version: {version}"), 400
             )
+        if not session_id:
+            return None, error_reply(None, InvalidRequest("Missing Mcp-Session-Id header"), 400)
         session = sessions.store().get(session_id) if sessions.well_formed(session_id) else None
         if session is None or session.server != self.server.name:
             return None, error_reply(None, InvalidRequest("Session not found"), 404)
