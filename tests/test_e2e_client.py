@@ -140,10 +140,19 @@ def sync_view_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoS
     server.stop()
 
 
-def test_the_sync_view_streams_under_an_asgi_server(sync_view_server: DemoServer) -> None:
-    # Django's ASGI handler would read a sync stream whole: a listen stream would never send
-    # its acknowledgement, nor a session's call the request for input it waits on.
+def check_streams_arrive(server: DemoServer, mode: str) -> None:
+    """A listen stream is acknowledged, and calls stream their progress and input requests.
+
+    A server that read a stream whole before sending it would fail both: a listen stream
+    never ends, and a session's call waits for the answer to what it has not yet sent.
+    """
     with ExitStack() as stack:
         client = stack.enter_context(httpx.Client(timeout=httpx.Timeout(10.0, read=5.0)))
-        open_listen(stack, client, sync_view_server.url)
-    check_calls_progress_and_input(sync_view_server, "legacy")
+        open_listen(stack, client, server.url)
+    check_calls_progress_and_input(server, mode)
+
+
+def test_the_sync_view_streams_under_an_asgi_server(sync_view_server: DemoServer) -> None:
+    # Django's ASGI handler reads a sync stream whole: the view hands the request to the
+    # async view's code.
+    check_streams_arrive(sync_view_server, "legacy")
