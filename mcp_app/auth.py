@@ -127,7 +127,8 @@ def admit(request: Any, server_name: str) -> tuple[Any, Refusal | None]:
         try:
             user = drf_request.user
             if user is None:  # REST_FRAMEWORK["UNAUTHENTICATED_USER"] = None
-                user = _anonymous()
+                # Set on the request too (DRF's setter does), for handlers and permissions.
+                user = drf_request.user = _anonymous()
         except _REFUSALS as exc:
             # Bad credentials, or SessionAuthentication's CSRF check (403), as DRF answers.
             return None, _refusal(request, exc, drf_request)

@@ -145,31 +145,36 @@ def checked_answers(
 
     ``asked``: the method of each input request sent, by key, when known. Then only answers
     to those are kept (others are ignored, as the spec asks), each checked against its
-    request's result; else each is checked against the result of any input request. A
-    ``null`` answer counts as missing.
+    request's result. Else an answer shaped as one kind of result (an ``action``, ``roots``,
+    a ``role`` or ``model``) is checked as that kind, and any other is ignored. A ``null``
+    answer counts as missing.
 
     Raises:
         InvalidParams: an answer is malformed; the message names its key.
     """
     kept: dict[str, Any] = {}
     for key, answer in responses.items():
-        if answer is None or (asked is not None and key not in asked):
+        method = asked.get(key) if asked is not None else _method_of(answer)
+        if answer is None or method is None:
             continue
-        problem = answer_problem(asked[key], answer) if asked is not None else _any_problem(answer)
+        problem = answer_problem(method, answer)
         if problem:
             raise InvalidParams(f"Invalid inputResponses[{key!r}]: {problem}")
         kept[key] = answer
     return kept
 
 
-def _any_problem(answer: Any) -> str | None:
-    """What is wrong with ``answer`` as the result of an input request of unknown method."""
-    if isinstance(answer, dict):
-        if "roots" in answer:
-            return answer_problem("roots/list", answer)
-        if "action" not in answer and ("role" in answer or "model" in answer):
-            return answer_problem("sampling/createMessage", answer)
-    return answer_problem("elicitation/create", answer)
+def _method_of(answer: Any) -> str | None:
+    """The input request ``answer`` is shaped as the result of, if any."""
+    if not isinstance(answer, dict):
+        return None
+    if "action" in answer:
+        return "elicitation/create"
+    if "roots" in answer:
+        return "roots/list"
+    if "role" in answer or "model" in answer:
+        return "sampling/createMessage"
+    return None
 
 
 def answer_problem(method: str, answer: Any) -> str | None:

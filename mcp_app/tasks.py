@@ -239,9 +239,13 @@ def _update(endpoint: Endpoint, task_id: str, mine: Any, responses: Mapping[str,
         current = waiting.values("input_requests", "answers").first()
         outstanding = current["input_requests"] or {}
         answers = dict(current["answers"] or {})
-        asked = {key: str((request or {}).get("method")) for key, request in outstanding.items()}
-        for key, response in checked_answers(responses, asked).items():
-            answers.setdefault(key, response)
+        # Only what is still awaited: an answer kept already is neither checked nor replaced.
+        asked = {
+            key: str((request or {}).get("method"))
+            for key, request in outstanding.items()
+            if key not in answers
+        }
+        answers.update(checked_answers(responses, asked))
         waiting.update(answers=answers)
     _tell(endpoint, task_id, {"answered": True})
 

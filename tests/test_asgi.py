@@ -28,6 +28,7 @@ from django.contrib.auth.decorators import login_not_required
 from django.contrib.sessions.backends.db import SessionStore
 from django.core.asgi import get_asgi_application
 from django.core.signals import got_request_exception
+from django.db import connection
 from django.test import Client, override_settings
 from django.urls import path
 from rest_framework.authtoken.models import Token
@@ -39,7 +40,7 @@ from mcp_app.delivery import backend
 from mcp_app.protocol.context import RequestContext
 from mcp_app.server import SERVER_ATTRIBUTE
 from mcp_app.transport.http import Call
-from mcp_app.transport.views import async_view
+from mcp_app.transport.views import async_view, sync_view
 from mcp_app.transport.workers import workers
 from project.urls import urlpatterns as site_patterns
 from tests.conftest import modern_request, stream_bytes
@@ -156,6 +157,7 @@ urlpatterns = [
     path("exempt/mcp", _login_not_required_view()),
     # The async view whatever MCP_VIEW says, for what only it does under Django's handler.
     path("extra-async/mcp", async_view(extra)),
+    path("extra-sync/mcp", sync_view(extra)),
 ]
 
 
@@ -610,6 +612,28 @@ def test_login_required_middleware_turns_an_anonymous_caller_away_as_django_does
         cookie = {"Cookie": f"sessionid={browser.cookies['sessionid'].value}"}
         signed_in = mcp_call(application, "tools/list", path_="/extra/mcp", headers=cookie)
         assert signed_in.status == 200
+
+
+@pytest.mark.parametrize("view", ["extra-async", "extra-sync"])
+@pytest.mark.parametrize("through", ["asgi", "wsgi"])
+def test_either_view_serves_a_site_with_atomic_requests(
+    monkeypatch: pytest.MonkeyPatch, view: str, through: str
+) -> None:
+    # Django refuses ATOMIC_REQUESTS for an async view; the handler's own transaction
+    # (ATOMIC follows ATOMIC_REQUESTS) is taken where it runs.
+    monkeypatch.setitem(connection.settings_dict, "ATOMIC_REQUESTS", True)
+    params = {"name": "whoami", "arguments": {}}
+    if through == "asgi":
+        done = mcp_call(get_asgi_application(), "tools/call", params, path_=f"/{view}/mcp")
+        status, answer = done.status, done.json()
+    else:
+        body, headers = modern_request("tools/call", params)
+        response = Client().post(
+            f"/{view}/mcp", data=json.dumps(body), content_type="application/json", headers=headers
+        )
+        status, answer = response.status_code, response.json()
+    assert status == 200, answer
+    assert answer["result"]["content"][0]["text"] == "anonymous"
 
 
 # -- failures --------------------------------------------------------------------------------------

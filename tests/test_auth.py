@@ -18,7 +18,7 @@ from django.core import signing
 from django.core.cache import cache
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import Http404
-from django.test import Client
+from django.test import Client, RequestFactory
 from django.urls import path, reverse
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication
@@ -28,6 +28,7 @@ from rest_framework.throttling import ScopedRateThrottle, SimpleRateThrottle
 
 import mcp_app
 from mcp_app import Server, elicit, input_required
+from mcp_app.auth import admit
 from mcp_app.models import Prompt, PromptMessage, Resource, ResourceTemplate, Tool
 from mcp_app.rows import RowAccess
 from mcp_app.testing import MCPClient, MCPClientError
@@ -506,6 +507,10 @@ def test_drf_without_an_unauthenticated_user_gives_rules_an_anonymous_one(
     mcp(AUTHENTICATION_CLASSES=[TOKEN])
     listed = names(MCPClient(guarded))  # the staff rule reads user.groups
     assert "echo" in listed and "staff-tool" not in listed
+    request = RequestFactory().post("/guarded/mcp")
+    user, refusal = admit(request, "auth-guarded")
+    assert refusal is None and user.is_anonymous
+    assert request.user is user  # what handlers read as context.request.user
 
 
 def test_session_authentication_applies_unchanged(mcp: Any) -> None:

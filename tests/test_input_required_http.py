@@ -215,6 +215,10 @@ def test_without_a_state_an_answer_must_still_be_an_input_requests_result(client
     )
     answered = call(client, "greet", request_id=3, inputResponses={"name": accept(name="Ada")})
     assert text_of(answered) == "Hello, Ada!"
+    # Answers shaped as no input request's result are ignored, as unknown keys are.
+    unknown = {"name": "junk", "other": {"foo": 1}}
+    again = call(client, "greet", request_id=4, inputResponses=unknown).json()["result"]
+    assert again["resultType"] == "input_required"
 
 
 def test_an_answer_to_what_this_round_did_not_ask_is_not_handed_over() -> None:

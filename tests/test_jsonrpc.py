@@ -290,6 +290,19 @@ def test_a_response_holding_what_json_cannot_carry_becomes_an_internal_error(
     assert "request 7 held NaN, Infinity or a lone surrogate" in caplog.text
 
 
+def test_a_message_nested_deeper_than_python_recurses() -> None:
+    deep: list[Any] = []
+    for _ in range(100_000):
+        deep = [deep]
+    by = jsonrpc.encoder(ensure_ascii=False)
+    text = jsonrpc.encode([jsonrpc.result_response(1, {"d": deep})], by)
+    assert json.loads(text) == [
+        {"jsonrpc": "2.0", "id": 1, "error": {"code": -32603, "message": "Internal error"}}
+    ]
+    with pytest.raises(ValueError, match="nested too deeply"):
+        jsonrpc.encode(jsonrpc.notification("notifications/message", {"data": deep}), by)
+
+
 def test_in_a_batch_only_the_response_holding_one_is_replaced() -> None:
     batch = [jsonrpc.result_response(1, {"x": 1}), jsonrpc.result_response(2, {"x": float("nan")})]
     first, second = json.loads(jsonrpc.encode(batch, COMPACT))

@@ -386,6 +386,15 @@ def test_a_malformed_answer_to_a_waiting_request_is_invalid_params() -> None:
     assert terminal(task_id)["status"] == "completed"
 
 
+def test_an_answer_sent_again_malformed_does_not_spoil_the_update() -> None:
+    task_id = start("two-at-once")
+    until(task_id, lambda t: t["status"] == "input_required")
+    update(task_id, {"1.a": {"action": "decline"}})
+    # 1.a is answered already: sent again, even malformed, it is neither checked nor kept.
+    update(task_id, {"1.a": {"action": "sure"}, "1.b": {"action": "decline"}})
+    assert terminal(task_id)["status"] == "completed"
+
+
 def test_a_null_answer_in_an_update_counts_as_missing() -> None:
     task_id = start("two-at-once")
     until(task_id, lambda t: t["status"] == "input_required")

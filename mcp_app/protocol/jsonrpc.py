@@ -300,6 +300,8 @@ def encode(message: Any, by: json.JSONEncoder) -> str:
     """
     try:
         text = by.encode(message)
+    except RecursionError:
+        return _too_deep(message, by)
     except ValueError:
         # Also raised for a value that holds itself.
         if not any_string_matches(message, None, non_finite=True):
@@ -326,6 +328,25 @@ def _unencodable(message: Any, by: json.JSONEncoder) -> str:
         "its text",
         logger.exception,
     )
+
+
+def _too_deep(message: Any, by: json.JSONEncoder) -> str:
+    """A message nested deeper than Python recurses: an internal error for a response (each
+    of a batch on its own); any other message cannot be mended (walking it would recurse).
+
+    Raises:
+        ValueError: the message is not a response.
+    """
+    if isinstance(message, list):
+        return "[" + by.item_separator.join(encode(item, by) for item in message) + "]"
+    if isinstance(message, dict) and "id" in message and "method" not in message:
+        logger.error(
+            "The answer to request %r was nested too deeply to encode; an internal error was "
+            "sent instead",
+            message["id"],
+        )
+        return by.encode(error_response(message["id"], InternalError("Internal error")))
+    raise ValueError("The message is nested too deeply to encode")
 
 
 def _mended(message: Any, by: json.JSONEncoder) -> str:

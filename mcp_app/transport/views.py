@@ -25,7 +25,7 @@ from django.core.exceptions import DisallowedHost, RequestDataTooBig
 from django.core.handlers.asgi import ASGIRequest
 from django.core.serializers.json import DjangoJSONEncoder
 from django.core.signals import got_request_exception
-from django.db import close_old_connections
+from django.db import close_old_connections, transaction
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.utils.log import log_response
@@ -757,6 +757,9 @@ def async_view(server: Server) -> Callable[..., Awaitable[HttpResponseBase]]:
     serve = _async_endpoint(server)
     under_wsgi = sync_to_async(_sync_endpoint(server), thread_sensitive=True)
 
+    # Not in ATOMIC_REQUESTS' transaction: Django refuses one for an async view, and the
+    # handler's own (ATOMIC, which follows ATOMIC_REQUESTS) is taken in the thread it runs in.
+    @transaction.non_atomic_requests
     @csrf_exempt
     async def mcp_endpoint(request: HttpRequest) -> HttpResponseBase:
         if not isinstance(request, ASGIRequest):
@@ -794,6 +797,10 @@ def sync_view(server: Server) -> Callable[..., HttpResponseBase]:
     serve = _sync_endpoint(server)
     under_asgi = async_to_sync(_async_endpoint(server))
 
+    # Not in ATOMIC_REQUESTS' transaction: the handler's own (ATOMIC, which follows
+    # ATOMIC_REQUESTS) is taken in the thread it runs in, and a transaction of this thread
+    # would hold SQLite's write lock (IMMEDIATE mode) against it.
+    @transaction.non_atomic_requests
     @csrf_exempt
     def mcp_endpoint(request: HttpRequest) -> HttpResponseBase:
         if isinstance(request, ASGIRequest):
