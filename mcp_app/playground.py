@@ -1091,13 +1091,7 @@ class Playground:
                     "title": server.options.title or server.options.name,
                     "url": self._url("mcp_app_playground_catalog", name),
                     "counts": [
-                        (
-                            label,
-                            sum(
-                                self._shown(request, server, definition)
-                                for definition in catalog.items(attr)
-                            ),
-                        )
+                        (label, self._count_shown(request, server, catalog, attr))
                         for attr, _, label in KINDS.values()
                     ],
                     "generation": catalog.generation,
@@ -1132,7 +1126,7 @@ class Playground:
         attr = KINDS[kind][0]
         may_view = self._may_view_rows(request, attr)
         # Rows, disabled ones included, only for those who may see them in the admin.
-        stored = self._rows(request, server, attr) if may_view else {}
+        stored = self._rows(server, attr) if may_view else {}
         code = _code_keys(server, attr)
         entries: list[Entry] = []
         for definition in catalog.items(attr):
@@ -1185,6 +1179,15 @@ class Playground:
             )
         return entries
 
+    def _count_shown(
+        self, request: HttpRequest, server: Server, catalog: Catalog, attr: str
+    ) -> int:
+        """How many of a kind's definitions the pages show the user."""
+        may_view = self._may_view_rows(request, attr)
+        return sum(
+            self._shown(request, server, definition, may_view) for definition in catalog.items(attr)
+        )
+
     def _may_view_rows(self, request: HttpRequest, attr: str) -> bool:
         """Whether the user may see the rows of a kind (``view`` or ``change``), as this admin
         says, or as the user's permissions say where it does not show them."""
@@ -1198,27 +1201,29 @@ class Playground:
             for action in ("view", "change")
         )
 
-    def _shown(self, request: HttpRequest, server: Server, definition: Any) -> bool:
+    def _shown(
+        self, request: HttpRequest, server: Server, definition: Any, may_view: bool | None = None
+    ) -> bool:
         """Whether the page shows ``definition``: one the user may not use is shown only to
-        those who may see the rows of its kind."""
+        those who may see the rows of its kind (``may_view``, when the caller knows it)."""
         if self._allowed(server, definition, request.user) is not False:
             return True
-        return self._may_view_rows(request, _attr_of(definition))
+        if may_view is None:
+            may_view = self._may_view_rows(request, _attr_of(definition))
+        return may_view
 
-    def _rows(self, request: HttpRequest, server: Server, attr: str) -> dict[str, tuple[Any, str]]:
-        """The server's rows of a kind by key, each with its admin page (if the user may see it)."""
+    def _rows(self, server: Server, attr: str) -> dict[str, tuple[Any, str]]:
+        """The server's rows of a kind by key, each with its admin page (for a user who may
+        see them: ``_may_view_rows``)."""
         if not server.rows:
             return {}
         model = _model_of(attr)
         field_name = "uri" if attr == "resources" else "name"
-        may_view = self._may_view_rows(request, attr)
-        found: dict[str, tuple[Any, str]] = {}
-        for row in model.objects.filter(server=server.name).order_by("order", field_name):
-            url = ""
-            if may_view:
-                url = self._url(f"mcp_app_{model._meta.model_name}_change", str(row.pk))
-            found[getattr(row, field_name)] = (row, url)
-        return found
+        change = f"mcp_app_{model._meta.model_name}_change"
+        return {
+            getattr(row, field_name): (row, self._url(change, str(row.pk)))
+            for row in model.objects.filter(server=server.name).order_by("order", field_name)
+        }
 
     def try_resource(self, request: HttpRequest, server: str) -> HttpResponse:
         uri = request.POST.get("uri") if request.method == "POST" else None
