@@ -220,6 +220,18 @@ def until(task_id: str, done: Callable[[JSON], bool], seconds: float = 10.0) -> 
         time.sleep(0.05)
 
 
+def parked(task_id: str, seconds: float = 10.0) -> None:
+    """Until the task waits for input and has announced it: its runner's round is over."""
+    until(task_id, lambda t: t["status"] == "input_required", seconds)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        runner = tasks._watcher.tasks.get(task_id)
+        if runner is None or not runner.busy:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"task {task_id} did not finish its round")
+
+
 def terminal(task_id: str) -> JSON:
     return until(task_id, lambda t: t["status"] in ("completed", "failed", "cancelled"))
 
@@ -892,7 +904,9 @@ def test_a_listen_stream_follows_the_callers_tasks_it_asked_for() -> None:
 
     client = MCPClient(jobs, capabilities=FOLLOWS)
     task_id = start("two-at-once")
-    until(task_id, lambda t: t["status"] == "input_required")
+    # The row says input_required before the announcement goes out: a stream opened between
+    # the two would hear it.
+    parked(task_id)
 
     def answer() -> None:
         update(task_id, {"1.a": {"action": "decline"}, "1.b": {"action": "decline"}})
