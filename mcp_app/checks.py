@@ -14,15 +14,16 @@
 # throttles without REST_FRAMEWORK["NUM_PROXIES"] (X-Forwarded-For chooses the anonymous ident),
 # W008 sessions kept in a cache of the process's own memory (other workers do not find them).
 #
-# Connection warning (check --database <alias>, and migrate): W005 the delivery backend cannot
-# be reached. Connecting is kept to commands that ask for it, as Django does for its own
+# Connection warnings (check --database <alias>, and migrate): W005 the delivery backend cannot
+# be reached, W009 a stored row's Django template no longer compiles (a library that
+# ROW_TEMPLATE_LIBRARIES no longer allows, say). Connecting is kept to commands that ask for it, as Django does for its own
 # database checks, so runserver and shell never wait on a dead Redis.
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
@@ -581,6 +582,90 @@ def _table_problem(alias: str, databases: Sequence[str]) -> str | None:
     if table not in tables:
         return f"table {table} does not exist in database {alias!r}; run migrate."
     return None
+
+
+# -- stored templates: W009 ----------------------------------------------------------------
+
+#: How many broken rows W009 names; the count covers the rest.
+LISTED_ROWS = 20
+
+
+@register(Tags.database)
+def check_row_templates(
+    app_configs: Any = None, databases: Sequence[str] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """Compile the Django templates stored in rows, when the command asked for checks that
+    connect: a row saved before a library was withdrawn fails only when it is called."""
+    if databases is None:
+        return []
+    from django.db import DatabaseError
+
+    from .rows import template_error
+
+    broken: list[str] = []
+    try:
+        for label, source in _stored_templates(databases):
+            problem = template_error(source)
+            if problem:
+                broken.append(f"{label}: {problem}")
+    except DatabaseError:
+        return []  # tables not made yet: migrate reports what it does
+    if not broken:
+        return []
+    listed = broken[:LISTED_ROWS]
+    if len(broken) > len(listed):
+        listed.append(f"and {len(broken) - len(listed)} more")
+    return [
+        Warning(
+            f"{len(broken)} stored template(s) no longer compile, so calling them fails:\n  "
+            + "\n  ".join(listed),
+            hint="Edit these rows in the admin, or add the library they load to "
+            "MCP_APP['ROW_TEMPLATE_LIBRARIES'] if whoever edits rows may use it.",
+            id="mcp_app.W009",
+        )
+    ]
+
+
+def _stored_templates(databases: Sequence[str]) -> Iterator[tuple[str, str]]:
+    """(which row and field, template source) for every template kept in the rows of the
+    databases named."""
+    from django.db import router
+
+    from .models import PromptMessage, ResourceTemplate, Tool
+
+    def rows_of(model: Any) -> Any:
+        alias = router.db_for_read(model)
+        return model.objects.using(alias).order_by("pk") if alias in databases else None
+
+    def configured(config: Any) -> str | None:
+        template = config.get("template") if isinstance(config, dict) else None
+        return template if isinstance(template, str) else None
+
+    tools = rows_of(Tool)
+    if tools is not None:
+        for pk, name, config in tools.filter(handler="template").values_list(
+            "pk", "name", "config"
+        ):
+            if (source := configured(config)) is not None:
+                yield f"tool {name!r} (id {pk}), config", source
+    templates = rows_of(ResourceTemplate)
+    if templates is not None:
+        found = templates.values_list("pk", "name", "text", "handler", "config")
+        for pk, name, text, handler, config in found:
+            label = f"resource template {name!r} (id {pk})"
+            if text:
+                yield f"{label}, text", text
+            elif handler == "template" and (source := configured(config)) is not None:
+                yield f"{label}, config", source
+    messages = rows_of(PromptMessage)
+    if messages is not None:
+        found = messages.values_list("pk", "prompt__name", "text", "resource_uri")
+        for pk, prompt, text, uri in found:
+            label = f"prompt {prompt!r}, message id {pk}"
+            if text:
+                yield f"{label}, text", text
+            elif uri:
+                yield f"{label}, resource URI", uri
 
 
 #: Cache backends whose entries only the process that wrote them can read.

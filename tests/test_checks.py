@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 from typing import Any
 
@@ -11,7 +12,12 @@ from django.core.checks import CheckMessage
 from django.test import override_settings
 from rest_framework.throttling import ScopedRateThrottle, SimpleRateThrottle
 
-from mcp_app.checks import check_delivery, check_deployment, check_settings
+from mcp_app.checks import (
+    check_delivery,
+    check_deployment,
+    check_row_templates,
+    check_settings,
+)
 
 
 def ids(value: Any) -> list[str]:
@@ -481,3 +487,61 @@ def test_the_database_backend_needs_its_table(monkeypatch: Any) -> None:
 
 def test_a_backend_that_does_not_import_is_left_to_e007() -> None:
     assert delivery_ids({"DELIVERY_BACKEND": "nowhere.Backend"}) == []
+
+
+# -- W009: stored templates --------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_stored_templates_that_no_longer_compile_are_w009_when_asked() -> None:
+    from django.core.management import call_command
+
+    from mcp_app.models import Prompt, PromptMessage, ResourceTemplate, Tool
+
+    assert checks.Tags.database in check_row_templates.tags  # type: ignore[attr-defined]
+    # Rows saved when their libraries were allowed, or written around the admin's forms.
+    Tool.objects.create(name="fine", handler="template", config={"template": "{{ a }}"})
+    Tool.objects.create(name="cached", handler="template", config={"template": "{% load cache %}x"})
+    ResourceTemplate.objects.create(name="notes", uri_template="n://{t}", text="{% load static %}")
+    prompt = Prompt.objects.create(name="ask")
+    PromptMessage.objects.create(prompt=prompt, text="{{ topic }}")
+    PromptMessage.objects.create(prompt=prompt, resource_uri="n://{{ topic|nosuchfilter }}")
+
+    assert check_row_templates(databases=None) == []  # connects only when asked
+    assert check_row_templates(databases=["other"]) == []  # only the databases named
+    [message] = check_row_templates(databases=["default"])
+    assert message.id == "mcp_app.W009"
+    assert message.msg.startswith("3 stored template(s) no longer compile")
+    assert "tool 'cached' (id " in message.msg and "'cache' is not a registered tag" in message.msg
+    assert "resource template 'notes' (id " in message.msg
+    assert "prompt 'ask', message id " in message.msg and "nosuchfilter" in message.msg
+    assert "'fine'" not in message.msg
+
+    # What migrate and check --database show after an upgrade (a warning, not a failure).
+    out = io.StringIO()
+    call_command("check", "--database", "default", stdout=out, stderr=out)
+    assert "mcp_app.W009" in out.getvalue()
+
+
+def test_w009_lists_a_few_rows_and_counts_the_rest(monkeypatch: Any) -> None:
+    from mcp_app import checks as module
+
+    broken = [(f"tool {i}", "{% load cache %}") for i in range(module.LISTED_ROWS + 5)]
+    monkeypatch.setattr(module, "_stored_templates", lambda databases: iter(broken))
+    [message] = check_row_templates(databases=["default"])
+    assert f"tool {module.LISTED_ROWS - 1}:" in message.msg
+    assert f"tool {module.LISTED_ROWS}:" not in message.msg
+    assert message.msg.endswith("and 5 more")
+
+
+def test_w009_is_quiet_before_the_tables_exist(monkeypatch: Any) -> None:
+    from django.db import OperationalError
+
+    from mcp_app import checks as module
+
+    def missing(databases: Any) -> Any:
+        raise OperationalError("no such table: mcp_app_tool")
+        yield
+
+    monkeypatch.setattr(module, "_stored_templates", missing)
+    assert check_row_templates(databases=["default"]) == []
