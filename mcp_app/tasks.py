@@ -41,7 +41,7 @@ from .transport.workers import workers
 
 if TYPE_CHECKING:
     from .models import Task
-    from .registry import ToolDef
+    from .registry import Catalog, ToolDef
     from .transport.http import Endpoint
 
 logger = logging.getLogger("mcp_app")
@@ -169,8 +169,16 @@ def detailed(task: Task) -> JSON:
 # -- the client's requests --------------------------------------------------------------------
 
 
-def handle(endpoint: Endpoint, method: str, params: Mapping[str, Any], ctx: RequestContext) -> JSON:
-    """Answer ``tasks/get``, ``tasks/update`` or ``tasks/cancel``.
+def handle(
+    endpoint: Endpoint,
+    method: str,
+    params: Mapping[str, Any],
+    ctx: RequestContext,
+    catalog: Catalog,
+) -> JSON:
+    """Answer ``tasks/get``, ``tasks/update`` or ``tasks/cancel``. An update from a caller
+    who may no longer use the task's tool (or of a tool gone from ``catalog``) fails the
+    task as ``tools/call`` would be refused now, instead of running its next round.
 
     Raises:
         MissingClientCapability: the request did not declare the tasks extension.
@@ -183,7 +191,12 @@ def handle(endpoint: Endpoint, method: str, params: Mapping[str, Any], ctx: Requ
         server=endpoint.server.name, caller=caller_id(ctx.user), expires__gt=timezone.now()
     )
     if method == "tasks/update":
-        _update(endpoint, task_id, mine, wire.input_responses_of(params))
+        responses = wire.input_responses_of(params)
+        tool = mine.filter(status__in=_OPEN).values_list("tool", flat=True).first()
+        if tool is not None and endpoint.engine.visible(catalog.tool_map.get(tool), ctx) is None:
+            _withdrawn(endpoint, mine, task_id, tool)
+            return {}
+        _update(endpoint, task_id, mine, responses)
         return {}
     if method == "tasks/cancel":
         if _finish(mine, wire.CANCELLED, message="Cancelled by the client"):
@@ -198,6 +211,13 @@ def handle(endpoint: Endpoint, method: str, params: Mapping[str, Any], ctx: Requ
         _fail_lapsed(endpoint, mine, task_id)
         task.refresh_from_db()
     return detailed(task)
+
+
+def _withdrawn(endpoint: Endpoint, mine: Any, task_id: str, tool: str) -> None:
+    """Fail the task with the error a call of its tool would get now, and tell its process."""
+    refused = jsonrpc.InvalidParams(f"Unknown tool: {tool}", {"name": tool})
+    if _finish(mine, wire.FAILED, error=refused.to_error(), message=f"Unknown tool: {tool}"):
+        _announce(endpoint, task_id, ended=True)
 
 
 def fail_lapsed(endpoint: Endpoint, task_ids: list[str]) -> None:

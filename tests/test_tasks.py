@@ -66,6 +66,20 @@ def gated(arguments: JSON, context: RequestContext) -> Any:
     return run_as_task(work)
 
 
+#: Whether callers may use "while-permitted"; tests that withdraw it put it back.
+permit = {"on": True}
+
+
+@jobs.tool(name="while-permitted", task="optional", permission=lambda user: permit["on"])
+def while_permitted(arguments: JSON, context: RequestContext) -> Any:
+    def work(task: RequestContext) -> Any:
+        if not task.input_responses:
+            return input_required({"go": elicit("Go on?")})
+        return "went on"
+
+    return run_as_task(work)
+
+
 @jobs.tool(name="only-a-task", task="required")
 def only_a_task(arguments: JSON, context: RequestContext) -> Any:
     return run_as_task(lambda task: "ran as a task")
@@ -802,6 +816,34 @@ def test_a_waiting_task_holds_no_thread() -> None:
     assert busy() == 0
     for task_id in started:
         cancel(task_id)
+
+
+def test_an_answer_from_a_caller_who_may_no_longer_use_the_tool_fails_the_task() -> None:
+    task_id = start("while-permitted")
+    parked(task_id)
+    permit["on"] = False
+    try:
+        assert update(task_id, {"1.go": {"action": "accept", "content": {}}}).status_code == 200
+        failed = get(task_id)["result"]
+        assert failed["status"] == "failed"
+        assert failed["error"] == {
+            "code": -32602,
+            "message": "Unknown tool: while-permitted",
+            "data": {"name": "while-permitted"},
+        }
+        # Its process heard, and ran no further round.
+        deadline = time.monotonic() + 5
+        while task_id in tasks.running() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert task_id not in tasks.running()
+        assert get(task_id)["result"]["status"] == "failed"
+    finally:
+        permit["on"] = True
+    # Still permitted, the same answer runs the next round.
+    other = start("while-permitted")
+    parked(other)
+    update(other, {"1.go": {"action": "accept", "content": {}}})
+    assert terminal(other)["result"]["content"][0]["text"] == "went on"
 
 
 def test_an_answer_already_given_is_not_replaced() -> None:

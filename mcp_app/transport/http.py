@@ -440,7 +440,7 @@ class Endpoint:
                     # The extension is not advertised: its methods are not served.
                     raise jsonrpc.MethodNotFound(f"Method not found: {req.method}")
                 result = self.finish(
-                    req.method, tasks.handle(self, req.method, req.params, ctx), catalog
+                    req.method, tasks.handle(self, req.method, req.params, ctx, catalog), catalog
                 )
                 return 200, jsonrpc.result_response(req.id, result)
             if audited:
