@@ -561,6 +561,53 @@ def test_a_subscription_checks_access_again_while_it_lasts(
     assert not thread.is_alive()
 
 
+@pytest.mark.parametrize("era", ["2026-07-28", "2025-11-25"])
+def test_a_permission_withdrawn_while_the_process_runs_counts_from_the_next_request(
+    era: str,
+) -> None:
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Permission
+
+    user = get_user_model().objects.create_user("operator")
+    viewing = Permission.objects.get(codename="view_user")
+    user.user_permissions.add(viewing)
+    own = mcp_app.Server("stdio-operator", rows=False)
+    own.add_tool(lambda arguments, context: "ok", name="audit-log", permission="auth.view_user")
+
+    reader, writer = os.pipe()
+    feed = os.fdopen(writer, "w")
+    out = Lines()
+    server = StdioServer(own, os.fdopen(reader, "r"), out, user=user)
+    thread = threading.Thread(target=server.serve, daemon=True)
+
+    def tools(request_id: int) -> list[str]:
+        if era == "2026-07-28":
+            message = request(request_id, "tools/list")
+        else:
+            message = {"jsonrpc": "2.0", "id": request_id, "method": "tools/list"}
+        feed.write(json.dumps(message) + "\n")
+        feed.flush()
+        deadline = time.monotonic() + 5
+        while request_id not in by_id(out.messages()):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        return [t["name"] for t in by_id(out.messages())[request_id]["result"]["tools"]]
+
+    try:
+        thread.start()
+        if era != "2026-07-28":
+            feed.write(json.dumps(initialize(era)) + "\n")
+            feed.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
+        assert tools(2) == ["audit-log"]
+        user.user_permissions.remove(viewing)
+        assert tools(3) == []
+    finally:
+        feed.close()
+        thread.join(5)
+        mcp_app.server.servers.pop("stdio-operator", None)
+    assert not thread.is_alive()
+
+
 class _Renewed:
     """A stream that counts its renewals; the first ``failures`` of them raise."""
 

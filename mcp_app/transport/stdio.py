@@ -20,7 +20,7 @@ from ..sessions import SessionData
 from . import sse
 from .legacy import _error as legacy_error
 from .legacy import bad_progress_token, no_logging
-from .listen import RESOURCE_KINDS, Renewal
+from .listen import RESOURCE_KINDS, Renewal, fresh_user
 
 if TYPE_CHECKING:
     from ..server import Server
@@ -59,6 +59,11 @@ class StdioServer:
         with self._write_lock:
             self.outfile.write(line + "\n")
             self.outfile.flush()
+
+    def caller(self) -> Any:
+        """The process's user as stored now: a permission, a group or ``is_active`` changed
+        while the process runs counts from the next request, as over HTTP."""
+        return fresh_user(self.user)
 
     def serve(self) -> None:
         """Read until end of input, then cancel and drain what is still running."""
@@ -234,7 +239,7 @@ class StdioServer:
         if req.method == "subscriptions/listen":
             self.listen(req, catalog)
             return
-        ctx = self.endpoint.context(req, self.user, emit=self.write)
+        ctx = self.endpoint.context(req, self.caller(), emit=self.write)
         with self._calls_lock:
             self._calls[req.id] = ctx
 
@@ -323,7 +328,7 @@ class StdioServer:
         if bad is not None:
             self.write(legacy_error(request_id, bad))
             return
-        ctx = self.endpoint.legacy.context(session, method, params, self.user, emit=self.write)
+        ctx = self.endpoint.legacy.context(session, method, params, self.caller(), emit=self.write)
         with self._calls_lock:
             self._calls[request_id] = ctx
         catalog = self.server.catalog()
