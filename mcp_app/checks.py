@@ -594,22 +594,24 @@ LISTED_ROWS = 20
 def check_row_templates(
     app_configs: Any = None, databases: Sequence[str] | None = None, **kwargs: Any
 ) -> list[CheckMessage]:
-    """Compile the Django templates stored in rows, when the command asked for checks that
-    connect: a row saved before a library was withdrawn fails only when it is called."""
+    """Compile the Django templates of the enabled rows, when the command asked for checks
+    that connect: a row saved before a library was withdrawn fails only when it is called."""
     if databases is None:
         return []
-    from django.db import DatabaseError
+    from django.db import router
 
+    from .models import CatalogGeneration
     from .rows import template_error
 
+    # Where the catalog reads its rows.
+    alias = router.db_for_write(CatalogGeneration)
+    if alias not in databases:
+        return []
     broken: list[str] = []
-    try:
-        for label, source in _stored_templates(databases):
-            problem = template_error(source)
-            if problem:
-                broken.append(f"{label}: {problem}")
-    except DatabaseError:
-        return []  # tables not made yet: migrate reports what it does
+    for label, source in _stored_templates(alias):
+        problem = template_error(source)
+        if problem:
+            broken.append(f"{label}: {' '.join(problem.split())}")
     if not broken:
         return []
     listed = broken[:LISTED_ROWS]
@@ -626,46 +628,39 @@ def check_row_templates(
     ]
 
 
-def _stored_templates(databases: Sequence[str]) -> Iterator[tuple[str, str]]:
-    """(which row and field, template source) for every template kept in the rows of the
-    databases named."""
-    from django.db import router
-
+def _stored_templates(alias: str) -> Iterator[tuple[str, str]]:
+    """(which row and field, template source) for each template the catalog renders: of
+    enabled rows, the field a call renders."""
     from .models import PromptMessage, ResourceTemplate, Tool
 
-    def rows_of(model: Any) -> Any:
-        alias = router.db_for_read(model)
-        return model.objects.using(alias).order_by("pk") if alias in databases else None
-
-    def configured(config: Any) -> str | None:
+    tools = Tool.objects.filter(enabled=True, overrides_code=False, handler="template")
+    for pk, name, config in _read(alias, tools.values_list("pk", "name", "config")):
         template = config.get("template") if isinstance(config, dict) else None
-        return template if isinstance(template, str) else None
+        if isinstance(template, str):
+            yield f"tool {name!r} (id {pk}), config", template
+    templates = ResourceTemplate.objects.filter(enabled=True, handler="")
+    for pk, name, text in _read(alias, templates.values_list("pk", "name", "text")):
+        yield f"resource template {name!r} (id {pk}), text", text
+    messages = PromptMessage.objects.filter(prompt__enabled=True)
+    fields = ("pk", "prompt__name", "text", "resource_uri")
+    for pk, prompt, text, uri in _read(alias, messages.values_list(*fields)):
+        # As a call renders it: the resource URI when there is one, else the text.
+        if uri:
+            yield f"prompt {prompt!r}, message id {pk}, resource URI", uri
+        else:
+            yield f"prompt {prompt!r}, message id {pk}, text", text
 
-    tools = rows_of(Tool)
-    if tools is not None:
-        for pk, name, config in tools.filter(handler="template").values_list(
-            "pk", "name", "config"
-        ):
-            if (source := configured(config)) is not None:
-                yield f"tool {name!r} (id {pk}), config", source
-    templates = rows_of(ResourceTemplate)
-    if templates is not None:
-        found = templates.values_list("pk", "name", "text", "handler", "config")
-        for pk, name, text, handler, config in found:
-            label = f"resource template {name!r} (id {pk})"
-            if text:
-                yield f"{label}, text", text
-            elif handler == "template" and (source := configured(config)) is not None:
-                yield f"{label}, config", source
-    messages = rows_of(PromptMessage)
-    if messages is not None:
-        found = messages.values_list("pk", "prompt__name", "text", "resource_uri")
-        for pk, prompt, text, uri in found:
-            label = f"prompt {prompt!r}, message id {pk}"
-            if text:
-                yield f"{label}, text", text
-            elif uri:
-                yield f"{label}, resource URI", uri
+
+def _read(alias: str, rows: Any) -> list[Any]:
+    """The rows, or none when their table cannot be read yet (migrate comes next): one
+    table's failure neither hides the others' findings nor spoils a transaction around."""
+    from django.db import DatabaseError, transaction
+
+    try:
+        with transaction.atomic(using=alias):
+            return list(rows.using(alias).order_by("pk"))
+    except DatabaseError:
+        return []
 
 
 #: Cache backends whose entries only the process that wrote them can read.

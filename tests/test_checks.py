@@ -500,12 +500,21 @@ def test_stored_templates_that_no_longer_compile_are_w009_when_asked() -> None:
 
     assert checks.Tags.database in check_row_templates.tags  # type: ignore[attr-defined]
     # Rows saved when their libraries were allowed, or written around the admin's forms.
+    cache = {"template": "{% load cache %}x"}
     Tool.objects.create(name="fine", handler="template", config={"template": "{{ a }}"})
-    Tool.objects.create(name="cached", handler="template", config={"template": "{% load cache %}x"})
+    Tool.objects.create(name="cached", handler="template", config=cache)
+    # Never rendered: disabled, or a restyle of a code tool (whose config is not used).
+    Tool.objects.create(name="off", handler="template", config=cache, enabled=False)
+    Tool.objects.create(name="restyle", overrides_code=True, handler="template", config=cache)
     ResourceTemplate.objects.create(name="notes", uri_template="n://{t}", text="{% load static %}")
     prompt = Prompt.objects.create(name="ask")
     PromptMessage.objects.create(prompt=prompt, text="{{ topic }}")
-    PromptMessage.objects.create(prompt=prompt, resource_uri="n://{{ topic|nosuchfilter }}")
+    # A call renders the resource URI when there is one, so that is what is checked.
+    PromptMessage.objects.create(
+        prompt=prompt, text="{% load cache %}", resource_uri="n://{{ topic|nosuchfilter }}"
+    )
+    hidden = Prompt.objects.create(name="hidden", enabled=False)
+    PromptMessage.objects.create(prompt=hidden, text="{% load cache %}")
 
     assert check_row_templates(databases=None) == []  # connects only when asked
     assert check_row_templates(databases=["other"]) == []  # only the databases named
@@ -514,8 +523,11 @@ def test_stored_templates_that_no_longer_compile_are_w009_when_asked() -> None:
     assert message.msg.startswith("3 stored template(s) no longer compile")
     assert "tool 'cached' (id " in message.msg and "'cache' is not a registered tag" in message.msg
     assert "resource template 'notes' (id " in message.msg
-    assert "prompt 'ask', message id " in message.msg and "nosuchfilter" in message.msg
-    assert "'fine'" not in message.msg
+    assert "prompt 'ask', message id " in message.msg
+    assert "resource URI: Template syntax error: Invalid filter: 'nosuchfilter'" in message.msg
+    assert message.msg.count("prompt 'ask'") == 1  # not its text, which is never rendered
+    for never_rendered in ("'fine'", "'off'", "'restyle'", "'hidden'"):
+        assert never_rendered not in message.msg
 
     # What migrate and check --database show after an upgrade (a warning, not a failure).
     out = io.StringIO()
@@ -523,25 +535,42 @@ def test_stored_templates_that_no_longer_compile_are_w009_when_asked() -> None:
     assert "mcp_app.W009" in out.getvalue()
 
 
+class _ReadsFromAReplica:
+    """A primary/replica router: reads go to a replica, writes to the default database."""
+
+    def db_for_read(self, model: Any, **hints: Any) -> str:
+        return "replica"
+
+
+@pytest.mark.django_db
+def test_w009_reads_the_rows_where_the_catalog_reads_them() -> None:
+    from mcp_app.models import Tool
+
+    Tool.objects.create(name="cached", handler="template", config={"template": "{% load cache %}"})
+    with override_settings(DATABASE_ROUTERS=[f"{__name__}._ReadsFromAReplica"]):
+        assert [m.id for m in check_row_templates(databases=["default"])] == ["mcp_app.W009"]
+
+
 def test_w009_lists_a_few_rows_and_counts_the_rest(monkeypatch: Any) -> None:
     from mcp_app import checks as module
 
     broken = [(f"tool {i}", "{% load cache %}") for i in range(module.LISTED_ROWS + 5)]
-    monkeypatch.setattr(module, "_stored_templates", lambda databases: iter(broken))
+    monkeypatch.setattr(module, "_stored_templates", lambda alias: iter(broken))
     [message] = check_row_templates(databases=["default"])
     assert f"tool {module.LISTED_ROWS - 1}:" in message.msg
     assert f"tool {module.LISTED_ROWS}:" not in message.msg
     assert message.msg.endswith("and 5 more")
 
 
-def test_w009_is_quiet_before_the_tables_exist(monkeypatch: Any) -> None:
-    from django.db import OperationalError
+@pytest.mark.django_db
+def test_a_table_w009_cannot_read_yet_leaves_the_others_checked(monkeypatch: Any) -> None:
+    from mcp_app.models import ResourceTemplate, Tool
 
-    from mcp_app import checks as module
-
-    def missing(databases: Any) -> Any:
-        raise OperationalError("no such table: mcp_app_tool")
-        yield
-
-    monkeypatch.setattr(module, "_stored_templates", missing)
-    assert check_row_templates(databases=["default"]) == []
+    Tool.objects.create(name="cached", handler="template", config={"template": "{% load cache %}"})
+    ResourceTemplate.objects.create(name="notes", uri_template="n://{t}", text="{% load static %}")
+    monkeypatch.setattr(Tool._meta, "db_table", "mcp_app_not_migrated_yet")
+    [message] = check_row_templates(databases=["default"])
+    assert message.msg.startswith("1 stored template(s)")
+    assert "resource template 'notes'" in message.msg
+    # The failed read spoiled no transaction around it.
+    assert ResourceTemplate.objects.count() == 1
