@@ -78,6 +78,15 @@ def _rows(task_id: str) -> Any:
     return _tasks().filter(pk=task_id)
 
 
+def keeps_any(endpoint: Endpoint, ctx: RequestContext) -> bool:
+    """Whether the caller has tasks on this server not yet past their time to live: their
+    methods are served to it even once no tool of the catalog runs as a task."""
+    mine = _tasks().filter(
+        server=endpoint.server.name, caller=caller_id(ctx.user), expires__gt=timezone.now()
+    )
+    return bool(mine.exists())
+
+
 def start(
     endpoint: Endpoint,
     tool: ToolDef,

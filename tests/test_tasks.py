@@ -174,7 +174,15 @@ def plain_tool(arguments: JSON, context: RequestContext) -> str:
     return "plain"
 
 
-urlpatterns = [*site_patterns, path("jobs/mcp", jobs.urls), path("plain/mcp", plain.urls)]
+#: A server whose one task tool a test removes.
+passing = mcp_app.Server("tasks-tests-passing", rows=False)
+
+urlpatterns = [
+    *site_patterns,
+    path("jobs/mcp", jobs.urls),
+    path("plain/mcp", plain.urls),
+    path("passing/mcp", passing.urls),
+]
 
 
 @pytest.fixture(autouse=True)
@@ -225,18 +233,20 @@ def get(task_id: str, **kwargs: Any) -> JSON:
     return response.json()  # type: ignore[no-any-return]
 
 
-def until(task_id: str, done: Callable[[JSON], bool], seconds: float = 10.0) -> JSON:
+def until(
+    task_id: str, done: Callable[[JSON], bool], seconds: float = 10.0, url: str = "/jobs/mcp"
+) -> JSON:
     deadline = time.monotonic() + seconds
     while True:
-        task = get(task_id)["result"]
+        task = get(task_id, url=url)["result"]
         if done(task) or time.monotonic() > deadline:
             return task
         time.sleep(0.05)
 
 
-def parked(task_id: str, seconds: float = 10.0) -> None:
+def parked(task_id: str, seconds: float = 10.0, url: str = "/jobs/mcp") -> None:
     """Until the task waits for input and has announced it: its runner's round is over."""
-    until(task_id, lambda t: t["status"] == "input_required", seconds)
+    until(task_id, lambda t: t["status"] == "input_required", seconds, url)
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         runner = tasks._watcher.tasks.get(task_id)
@@ -328,6 +338,36 @@ def test_a_server_that_offers_no_tasks_serves_no_task_methods(
     response = post(method, {"taskId": "abc"}, capabilities=capabilities, url="/plain/mcp")
     assert response.status_code == 404
     assert response.json()["error"]["code"] == -32601
+
+
+def test_a_caller_keeps_the_task_methods_for_its_tasks_once_no_tool_runs_as_one() -> None:
+    def asks(arguments: JSON, context: RequestContext) -> Any:
+        return run_as_task(lambda task: input_required({"go": elicit("Go on?")}))
+
+    passing.add_tool(asks, name="last-task-tool", task="optional")
+    task_id = start("last-task-tool", url="/passing/mcp")
+    parked(task_id, url="/passing/mcp")
+    passing.remove_tool("last-task-tool")
+    assert (
+        "extensions"
+        not in (post("server/discover", url="/passing/mcp").json()["result"]["capabilities"])
+    )
+    # Its update fails it, as a call of the tool would be refused now, and it can be read.
+    answer = {"1.go": {"action": "decline"}}
+    params = {"taskId": task_id, "inputResponses": answer}
+    assert post("tasks/update", params, capabilities=FOLLOWS, url="/passing/mcp").status_code == 200
+    failed = get(task_id, url="/passing/mcp")["result"]
+    assert (failed["status"], failed["error"]["message"]) == (
+        "failed",
+        "Unknown tool: last-task-tool",
+    )
+    # Another caller, with no task here, is not served them.
+    other = Client()
+    other.force_login(get_user_model().objects.create_user("someone-else"))
+    refused = post(
+        "tasks/get", {"taskId": task_id}, capabilities=FOLLOWS, url="/passing/mcp", client=other
+    )
+    assert (refused.status_code, refused.json()["error"]["code"]) == (404, -32601)
 
 
 def test_a_tool_error_completes_the_task_with_an_error_result() -> None:
@@ -831,8 +871,10 @@ def test_an_answer_from_a_caller_who_may_no_longer_use_the_tool_fails_the_task()
             "message": "Unknown tool: while-permitted",
             "data": {"name": "while-permitted"},
         }
-        # Its process heard, and ran no further round.
-        deadline = time.monotonic() + 5
+        # Its process heard at once (its watcher would see the row within WAKE_SECONDS),
+        # and ran no further round.
+        assert tasks.WAKE_SECONDS >= 1
+        deadline = time.monotonic() + 0.5
         while task_id in tasks.running() and time.monotonic() < deadline:
             time.sleep(0.02)
         assert task_id not in tasks.running()

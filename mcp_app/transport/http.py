@@ -436,8 +436,9 @@ class Endpoint:
         task_started = False
         try:
             if req.method in task_wire.METHODS:
-                if not catalog.offers_tasks:
-                    # The extension is not advertised: its methods are not served.
+                if not catalog.offers_tasks and not tasks.keeps_any(self, ctx):
+                    # The extension is not advertised, and the caller has no task left from
+                    # when it was: its methods are not served.
                     raise jsonrpc.MethodNotFound(f"Method not found: {req.method}")
                 result = self.finish(
                     req.method, tasks.handle(self, req.method, req.params, ctx, catalog), catalog
