@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models, transaction
 from django.db.models import QuerySet
@@ -89,15 +90,30 @@ class DefinitionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     def _set_enabled(self, request: HttpRequest, queryset: QuerySet[Any], value: bool) -> None:
         # Row by row, not QuerySet.update(): each save is an edit the catalog must hear of.
+        refused: list[str] = []
         with transaction.atomic(using=queryset.db):
             changed = 0
             for row in queryset:
                 if row.enabled != value:
                     row.enabled = value
+                    if value:
+                        # Checked as the form checks it: a disabled row is not held to the
+                        # rules that keep enabled rows apart (one per URI template shape...).
+                        problem = _invalid(row)
+                        if problem:
+                            refused.append(f"{row}: {problem}")
+                            continue
                     row.save(update_fields=["enabled", "updated"])
                     changed += 1
         state = "enabled" if value else "disabled"
         self.message_user(request, f"{changed} row(s) {state}.", messages.SUCCESS)
+        if refused:
+            self.message_user(
+                request,
+                f"{len(refused)} row(s) not enabled, as saving them would fail: "
+                + "; ".join(refused),
+                messages.ERROR,
+            )
 
     @admin.display(description="As clients see it")
     def catalog_entry(self, obj: Definition) -> str:
@@ -120,6 +136,15 @@ class DefinitionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
             DefinitionError: the row does not make a valid definition.
         """
         raise NotImplementedError
+
+
+def _invalid(row: Definition) -> str:
+    """Why the row fails the checks its change form makes, or ``""``."""
+    try:
+        row.full_clean()
+    except ValidationError as exc:
+        return " ".join(exc.messages)
+    return ""
 
 
 @admin.register(Tool)

@@ -9,6 +9,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
+import mcp_app
 from mcp_app import rows
 from mcp_app.models import Prompt, PromptArgument, PromptMessage, Resource, ResourceTemplate, Tool
 
@@ -465,6 +466,36 @@ def test_enable_and_disable_actions_save_each_row(admin_client: Client) -> None:
         "/admin/mcp_app/tool/", {"action": "enable", "_selected_action": selected[:1]}
     )
     assert list(Tool.objects.filter(enabled=True).values_list("name", flat=True)) == ["t0"]
+
+
+def test_enabling_a_row_that_would_clash_leaves_it_disabled_and_says_why(
+    admin_client: Client,
+) -> None:
+    served = ResourceTemplate.objects.create(name="ok", uri_template="notes://{topic}", text="x")
+    # Saved while disabled, so the rule that keeps enabled templates apart did not apply.
+    clash = ResourceTemplate.objects.create(
+        name="same-shape", uri_template="notes://{other}", text="y", enabled=False
+    )
+    fine = ResourceTemplate.objects.create(
+        name="fine", uri_template="memo://{x}", text="z", enabled=False
+    )
+    before = rows.generation("default")
+    selected = [str(clash.pk), str(fine.pk)]
+    response = admin_client.post(
+        "/admin/mcp_app/resourcetemplate/",
+        {"action": "enable", "_selected_action": selected},
+        follow=True,
+    )
+    clash.refresh_from_db()
+    fine.refresh_from_db()
+    assert (clash.enabled, fine.enabled) == (False, True)
+    shown = [str(message) for message in response.context["messages"]]
+    assert shown[0] == "1 row(s) enabled."
+    assert shown[1].startswith("1 row(s) not enabled, as saving them would fail: same-shape")
+    assert rows.generation("default") != before
+    served_names = [t.name for t in mcp_app.site.catalog().templates]
+    assert "ok" in served_names and "same-shape" not in served_names
+    assert served.enabled
 
 
 def test_staff_who_may_only_view_rows_cannot_enable_or_disable_them() -> None:
