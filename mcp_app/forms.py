@@ -29,13 +29,45 @@ class CodeTextarea(forms.Textarea):
         super().__init__({"rows": 4, "style": _MONOSPACE, "spellcheck": "false", **(attrs or {})})
 
 
+#: Deepest nesting of arrays and objects a row's JSON may have: far beyond what a schema or
+#: a config needs, and short of what Python's recursion (validating, pretty-printing) follows.
+MAX_JSON_DEPTH = 64
+
+
+def json_depth(value: Any) -> int:
+    """How deeply ``value``'s arrays and objects nest (0 for a scalar), found without recursion."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, depth)
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
 class PrettyJSONField(forms.JSONField):
     """JSON shown indented, and an empty box (not ``null``) for no value."""
 
     widget = JSONTextarea
 
+    def to_python(self, value: Any) -> Any:
+        try:
+            return super().to_python(value)
+        except RecursionError:
+            raise forms.ValidationError(
+                f"JSON may nest at most {MAX_JSON_DEPTH} levels deep.", code="invalid"
+            ) from None
+        except ValueError as exc:  # not a JSONDecodeError: an integer past Python's limit
+            raise forms.ValidationError(f"Enter valid JSON: {exc}.", code="invalid") from None
+
     def validate(self, value: Any) -> None:
         super().validate(value)
+        if json_depth(value) > MAX_JSON_DEPTH:
+            raise forms.ValidationError(
+                f"JSON may nest at most {MAX_JSON_DEPTH} levels deep.", code="invalid"
+            )
         if holds_unstorable(value):
             # As Django's text fields refuse a NUL; PostgreSQL's jsonb cannot store any of these.
             raise forms.ValidationError(
