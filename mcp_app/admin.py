@@ -268,6 +268,21 @@ class PromptAdmin(DefinitionAdmin):
     def wire(self, obj: Prompt) -> dict[str, Any] | None:
         return rows.prompt_def(obj).wire if obj.enabled else None
 
+    def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
+        if formset.model is PromptArgument:
+            # Rows are saved one by one, so names swapped between two arguments (or taken
+            # from one deleted) would clash with the row not saved yet: the arguments renamed
+            # or deleted step aside first, in the admin's transaction.
+            moving = [
+                f.instance.pk
+                for f in formset.initial_forms
+                if f.instance.pk is not None
+                and ("name" in f.changed_data or formset._should_delete_form(f))
+            ]
+            for pk in moving:
+                PromptArgument.objects.filter(pk=pk).update(name=f"-{pk}")
+        super().save_formset(request, form, formset, change)
+
 
 # -- the audit trail ---------------------------------------------------------------------
 

@@ -440,6 +440,43 @@ def test_bad_inline_input_saves_no_prompt(admin_client: Client) -> None:
     assert not PromptArgument.objects.exists()
 
 
+def test_arguments_may_swap_names_or_take_a_deleted_ones(admin_client: Client) -> None:
+    prompt = Prompt.objects.create(name="brief")
+    a = PromptArgument.objects.create(prompt=prompt, name="a", order=0)
+    b = PromptArgument.objects.create(prompt=prompt, name="b", order=1)
+    c = PromptArgument.objects.create(prompt=prompt, name="c", order=2)
+
+    def argument(row: PromptArgument, name: str, **extra: str) -> dict[str, Any]:
+        fields = {"description": "", "title": "", "required": "", "prompt": str(prompt.pk)}
+        return {"id": str(row.pk), "order": str(row.order), "name": name, **fields, **extra}
+
+    data = prompt_data(messages=[])
+    data.update(
+        inline(
+            "arguments",
+            [argument(a, "b"), argument(b, "a"), argument(c, "c", DELETE="on")],
+            initial=3,
+        )
+    )
+    data["messages-INITIAL_FORMS"] = "0"
+    response = admin_client.post(url("prompt", "change", prompt.pk), data)
+    assert response.status_code == 302, inline_errors(response, "arguments")
+    kept = PromptArgument.objects.order_by("order").values_list("pk", "name")
+    assert list(kept) == [(a.pk, "b"), (b.pk, "a")]
+    # And into the name of one deleted in the same edit.
+    data.update(inline("arguments", [argument(a, "b", DELETE="on"), argument(b, "b")], initial=2))
+    response = admin_client.post(url("prompt", "change", prompt.pk), data)
+    assert response.status_code == 302, inline_errors(response, "arguments")
+    assert list(PromptArgument.objects.values_list("pk", "name")) == [(b.pk, "b")]
+
+
+def test_two_arguments_of_one_name_are_a_form_error(admin_client: Client) -> None:
+    twice = {"order": "0", "name": "topic", "description": "", "title": "", "required": ""}
+    response = admin_client.post(url("prompt"), prompt_data(arguments=[twice, twice]))
+    assert response.status_code == 200
+    assert not Prompt.objects.exists()
+
+
 def test_a_bad_prompt_name_with_good_inlines_saves_nothing(admin_client: Client) -> None:
     errors = form_errors(admin_client.post(url("prompt"), prompt_data(name="bad name")))
     assert "1-64 characters" in errors["name"][0]
