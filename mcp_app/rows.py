@@ -139,7 +139,25 @@ def _engine(allowed: tuple[str, ...]) -> Any:
             break
     # No loaders: a row's template cannot {% include %} files from the server's disk, and
     # no autoescaping: the output is text for a model, not HTML.
-    return Engine(loaders=[], libraries=libraries, autoescape=False)
+    engine = Engine(loaders=[], libraries=libraries, autoescape=False)
+    engine.template_builtins = [_without_withheld(library) for library in engine.template_builtins]
+    return engine
+
+
+#: Built-in tags a row's template may not use: {% debug %} prints the context and, with
+#: DEBUG on, every imported module, to whoever reads the row's output.
+WITHHELD_TAGS = frozenset({"debug"})
+
+
+def _without_withheld(library: Any) -> Any:
+    from django.template import Library
+
+    if not WITHHELD_TAGS & set(library.tags):
+        return library
+    kept = Library()
+    kept.tags = {name: tag for name, tag in library.tags.items() if name not in WITHHELD_TAGS}
+    kept.filters = dict(library.filters)
+    return kept
 
 
 def compile_template(source: str) -> Template:

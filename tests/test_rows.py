@@ -476,6 +476,19 @@ def test_a_row_template_loads_only_the_libraries_the_settings_allow(settings: An
     assert rows.template_error("{% load tz %}") is not None
 
 
+def test_a_row_template_may_not_print_its_context_with_debug() -> None:
+    # With DEBUG on, {% debug %} also prints every imported module to the row's reader.
+    problem = rows.template_error("{% debug %}")
+    assert problem is not None and "Invalid block tag on line 1: 'debug'" in problem
+    # The other built-in tags and filters are all there.
+    source = "{% now 'Y' as y %}{% for c in word %}{{ c|upper }}{% endfor %}{% lorem 1 w %}"
+    assert rows.render_template(source, {"word": "ab"}) == "ABlorem"
+    # The site's own templates keep it.
+    from django.template import engines
+
+    assert "debug" in engines["django"].engine.template_builtins[0].tags
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_restyled_schema_narrows_a_code_tool_but_never_widens_it() -> None:
     row = Tool.objects.create(name="add", overrides_code=True, input_schema={"type": "object"})
