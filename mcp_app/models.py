@@ -405,11 +405,19 @@ class Tool(Definition):
                 _add(errors, "handler", "A row restyling a code tool runs the code's handler.")
             if self.config:
                 _add(errors, "config", "A row restyling a code tool has no config.")
-            if self.name and self.name not in rows.code_keys(self.server, "tools"):
+            code = rows.code_definition(self.server, "tools", self.name) if self.name else None
+            if self.name and code is None:
                 _add(
                     errors,
                     "name",
                     f"No tool {self.name!r} is registered in code on server {self.server!r}.",
+                )
+            elif code is not None and code.output_schema is None and self.output_schema is not None:
+                _add(
+                    errors,
+                    "output_schema",
+                    "The code tool declares no output schema, so its results carry no "
+                    "structured content for one to describe: every call would fail.",
                 )
             return
         if not self.handler:

@@ -925,16 +925,25 @@ def code_uri_templates(server_name: str) -> frozenset[str]:
 
 def code_keys(server_name: str, kind: str) -> frozenset[str]:
     """The names (URIs for resources) of a server's code definitions of ``kind``."""
+    return frozenset(_code_registry(server_name, kind))
+
+
+def code_definition(server_name: str, kind: str, key: str) -> Any:
+    """The server's code definition of ``kind`` named (for resources, with the URI) ``key``."""
+    return _code_registry(server_name, kind).get(key)
+
+
+def _code_registry(server_name: str, kind: str) -> Mapping[str, Any]:
     server = servers.get(server_name)
     if server is None:
-        return frozenset()
+        return {}
     registries: dict[str, Mapping[str, Any]] = {
         "tools": server._tools,
         "resources": server._resources,
         "templates": server._templates,
         "prompts": server._prompts,
     }
-    return frozenset(registries[kind])
+    return registries[kind]
 
 
 # -- access edits that save no row -------------------------------------------------------

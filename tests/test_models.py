@@ -117,6 +117,17 @@ def test_restyling_row_needs_a_code_tool_and_no_handler() -> None:
     assert "has no config" in errors["config"][0]
 
 
+def test_a_restyle_describes_structured_output_only_of_a_tool_that_has_it() -> None:
+    # logo returns an image and text, and declares no output schema: one from a row would
+    # make every call fail for want of structured content.
+    errors = errors_of(Tool(name="logo", overrides_code=True, output_schema={"type": "object"}))
+    assert "declares no output schema" in errors["output_schema"][0]
+    Tool(name="logo", overrides_code=True, title="Logo").full_clean()
+    # add declares one, which a row may describe otherwise.
+    sums = {"type": "object", "properties": {"sum": {"type": "number", "minimum": 0}}}
+    Tool(name="add", overrides_code=True, output_schema=sums).full_clean()
+
+
 def test_empty_json_from_a_form_becomes_the_fields_empty_value() -> None:
     tool = template_tool(icons=None, meta=None, annotations=None)
     tool.full_clean()
