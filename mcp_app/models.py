@@ -19,7 +19,7 @@ from django.utils.text import capfirst
 from . import rows
 from . import schema as schema_module
 from .fields import WireJSONField
-from .registry import NAME_RE
+from .registry import NAME_RE, header_problem
 from .uritemplate import URITemplate, URITemplateError
 
 
@@ -223,6 +223,10 @@ def _check_schema_field(errors: Errors, field: str, value: Any, *, root_object: 
         schema_module.check_schema(value)
     except schema_module.SchemaError as exc:
         _add(errors, field, str(exc))
+        return
+    problem = header_problem(value) if root_object else None
+    if problem:
+        _add(errors, field, f"{problem}.")  # it begins with the keyword, kept as spelled
 
 
 class _Tracked(models.Model):

@@ -32,6 +32,43 @@ JSON = dict[str, Any]
 #: Tool names: the spec allows 1-128 characters of ``[A-Za-z0-9_.-]``; common clients cap at
 #: 64, so longer names are refused up front rather than breaking a client later.
 NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+#: An HTTP field name (RFC 9110 token): what an ``x-mcp-header`` value may be.
+HEADER_TOKEN_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+#: The types of parameter an ``x-mcp-header`` may mirror (``number`` is not one).
+HEADER_TYPES = frozenset({"string", "integer", "boolean"})
+
+
+def header_problem(input_schema: Any) -> str | None:
+    """What breaks the rules for ``x-mcp-header`` annotations in ``input_schema`` (a client
+    leaves out a tool that breaks them), or ``None``. Properties at every depth are read."""
+    seen: dict[str, str] = {}
+    stack: list[tuple[Any, str]] = [(input_schema, "")]
+    while stack:
+        schema, where = stack.pop()
+        properties = schema.get("properties") if isinstance(schema, dict) else None
+        if not isinstance(properties, dict):
+            continue
+        for name, prop in properties.items():
+            path = f"{where}.{name}" if where else str(name)
+            stack.append((prop, path))
+            if not isinstance(prop, dict) or "x-mcp-header" not in prop:
+                continue
+            header = prop["x-mcp-header"]
+            if not isinstance(header, str) or not HEADER_TOKEN_RE.match(header):
+                return (
+                    f"x-mcp-header of {path!r} must be an HTTP header name: letters, digits "
+                    "and !#$%&'*+-.^_`|~, not empty"
+                )
+            if prop.get("type") not in HEADER_TYPES:
+                return (
+                    f'x-mcp-header of {path!r} needs "type" string, integer or boolean (not number)'
+                )
+            other = seen.setdefault(header.lower(), path)
+            if other != path:
+                return f"x-mcp-header {header!r} of {path!r} repeats that of {other!r}"
+    return None
+
+
 EMPTY_OBJECT_SCHEMA: JSON = {"type": "object"}
 
 
@@ -139,6 +176,9 @@ class ToolDef:
             raise DefinitionError(f"tool {self.name!r}: handler is not callable")
         if not isinstance(self.input_schema, dict) or self.input_schema.get("type") != "object":
             raise DefinitionError(f"tool {self.name!r}: input_schema must be an object schema")
+        problem = header_problem(self.input_schema)
+        if problem:
+            raise DefinitionError(f"tool {self.name!r}: {problem}")
         if self.output_schema is not None and not isinstance(self.output_schema, dict):
             raise DefinitionError(f"tool {self.name!r}: output_schema must be a JSON Schema object")
         _check_face("tool", self.name, self)

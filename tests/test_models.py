@@ -89,6 +89,16 @@ def test_a_template_tool_is_valid() -> None:
             "input_schema",
             "invalid schema at /properties",
         ),
+        (
+            {
+                "input_schema": {
+                    "type": "object",
+                    "properties": {"r": {"type": "number", "x-mcp-header": "R"}},
+                }
+            },
+            "input_schema",
+            "x-mcp-header of 'r' needs \"type\" string, integer or boolean (not number).",
+        ),
         ({"output_schema": {"type": 12}}, "output_schema", "invalid schema at /type"),
         ({"output_schema": {"type": "object"}}, "output_schema", "returns text"),
         ({"annotations": {"readOnlyHint": "yes"}}, "annotations", "/readOnlyHint"),

@@ -14,6 +14,7 @@ from mcp_app.registry import (
     ResourceDef,
     TemplateDef,
     ToolDef,
+    header_problem,
 )
 
 
@@ -118,11 +119,57 @@ def test_tool_header_params_map_lower_case_header_to_argument() -> None:
                 "region": {"type": "string", "x-mcp-header": "Region"},
                 "plain": {"type": "string"},
                 "odd": True,
-                "bad": {"type": "string", "x-mcp-header": 5},
             },
         },
     )
     assert tool.header_params == {"mcp-param-region": "region"}
+
+
+@pytest.mark.parametrize(
+    ("properties", "problem"),
+    [
+        ({"a": {"type": "string", "x-mcp-header": 5}}, "x-mcp-header of 'a' must be an HTTP"),
+        ({"a": {"type": "string", "x-mcp-header": ""}}, "must be an HTTP header name"),
+        ({"a": {"type": "string", "x-mcp-header": "Bad Header"}}, "must be an HTTP header"),
+        ({"a": {"type": "string", "x-mcp-header": "X\r\nY"}}, "must be an HTTP header name"),
+        ({"a": {"type": "number", "x-mcp-header": "A"}}, "string, integer or boolean"),
+        ({"a": {"type": "object", "x-mcp-header": "A"}}, "string, integer or boolean"),
+        ({"a": {"x-mcp-header": "A"}}, "string, integer or boolean"),
+        (
+            {
+                "a": {"type": "string", "x-mcp-header": "Region"},
+                "b": {"type": "string", "x-mcp-header": "region"},
+            },
+            "x-mcp-header 'region' of 'b' repeats that of 'a'",
+        ),
+        (
+            {"o": {"type": "object", "properties": {"n": {"type": "number", "x-mcp-header": "N"}}}},
+            "x-mcp-header of 'o.n' needs",
+        ),
+    ],
+)
+def test_a_tool_breaking_the_x_mcp_header_rules_is_not_defined(
+    properties: dict[str, Any], problem: str
+) -> None:
+    # A client leaves such a tool out of its list: the server refuses it instead.
+    schema = {"type": "object", "properties": properties}
+    with pytest.raises(DefinitionError) as caught:
+        ToolDef(name="t", handler=handler, input_schema=schema)
+    assert problem in str(caught.value)
+
+
+def test_x_mcp_header_may_mirror_strings_integers_and_booleans_at_any_depth() -> None:
+    nested = {"type": "object", "properties": {"limit": {"type": "integer", "x-mcp-header": "L"}}}
+    schema = {
+        "type": "object",
+        "properties": {
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "dry": {"type": "boolean", "x-mcp-header": "Dry-Run_1.0~"},
+            "options": nested,
+        },
+    }
+    assert header_problem(schema) is None
+    ToolDef(name="t", handler=handler, input_schema=schema)
 
 
 def test_tool_without_properties_has_no_header_params() -> None:
