@@ -22,6 +22,7 @@ import itertools
 import json
 import math
 import re
+import sys
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,11 +32,13 @@ from urllib.parse import urlencode, urlsplit
 from django.apps import apps
 from django.contrib import admin
 from django.contrib.auth import get_permission_codename
+from django.core.serializers.json import DjangoJSONEncoder
 from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.template.response import TemplateResponse
 from django.urls import NoReverseMatch, URLPattern, URLResolver, path, re_path, reverse
 
 from . import __version__
+from .fields import holds_unstorable
 from .protocol import versions
 from .protocol.modern import encode_header_value, header_text
 from .registry import Catalog, PromptDef, ResourceDef, TemplateDef, ToolDef
@@ -185,6 +188,61 @@ def send(
     return Exchange(reply.status, body, reply.body)
 
 
+# -- JSON as a page shows it, and as a person types it ---------------------------------------
+
+
+class _Encoder(DjangoJSONEncoder):
+    """Django's types as the endpoint sends them; anything else as its text."""
+
+    def default(self, o: Any) -> Any:
+        try:
+            return super().default(o)
+        except TypeError:
+            return str(o)
+
+
+def _unreadable(exc: Exception) -> str:
+    """Why Python cannot read or write a JSON value, in words."""
+    if isinstance(exc, RecursionError):
+        return "it nests deeper than can be read"
+    said = str(exc)
+    if not isinstance(exc, json.JSONDecodeError) and said.startswith("Exceeds the limit"):
+        # Python's advice (sys.set_int_max_str_digits) is not for the person at the page.
+        return f"a number has more than {sys.get_int_max_str_digits()} digits"
+    return said
+
+
+def loads(text: str) -> Any:
+    """``text`` as JSON.
+
+    Raises:
+        ValueError: it is not JSON, or is JSON Python cannot read (nesting deeper than it
+            recurses, an integer past its limit on digits); the message says which.
+    """
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise ValueError(_unreadable(exc)) from None
+
+
+def dumps(value: Any, *, indent: int | None = None) -> str:
+    """``value`` as JSON text a page can hold, never an error.
+
+    Readable, unless it holds a lone surrogate (which no UTF-8 page holds) or a NUL: then
+    escaped, as the rows' forms show it. A value JSON cannot carry (nesting deeper than
+    Python recurses, an integer past its digit limit, a value that holds itself, a key that
+    is not text) is said so.
+    """
+    try:
+        return json.dumps(value, ensure_ascii=holds_unstorable(value), indent=indent, cls=_Encoder)
+    except (TypeError, ValueError, RecursionError) as exc:
+        return f"(This value cannot be shown as JSON: {_unreadable(exc)}.)"
+
+
+def pretty(value: Any) -> str:
+    return dumps(value, indent=2)
+
+
 # -- forms built from JSON Schema ------------------------------------------------------------
 
 _MISSING: Any = object()
@@ -253,7 +311,7 @@ def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
 
 def _text(value: Any) -> str:
     """A JSON value as a person types it (and an option posts it): strings as they are."""
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return value if isinstance(value, str) else dumps(value)
 
 
 def _options(schema: Mapping[str, Any]) -> list[Choice] | None:
@@ -391,7 +449,7 @@ def fill(target: Field, value: Any) -> None:
     elif target.widget == "lines" and isinstance(value, list):
         target.value = "\n".join(_text(v) for v in value)
     elif target.widget == "json":
-        target.value = json.dumps(value, ensure_ascii=False, indent=2)
+        target.value = pretty(value)
     else:
         target.value = _text(value)
 
@@ -502,7 +560,7 @@ def read_field(target: Field, data: QueryDict, *, strict: bool) -> Any:
                 value = raw
         elif target.widget == "json":
             try:
-                value = json.loads(raw)
+                value = loads(raw)
             except ValueError as exc:
                 target.errors.append(f"Not valid JSON: {exc}.")
                 value = _MISSING
@@ -603,10 +661,6 @@ class Block:
         return kind if self.src and kind in ("image", "audio") else ""
 
 
-def pretty(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, indent=2)
-
-
 def _size(count: int) -> str:
     return f"{count} byte{'s' if count != 1 else ''}"
 
@@ -643,7 +697,7 @@ def _contents_block(item: Any, try_url: Callable[[str], str]) -> Block:
         shown.text = item["text"]
         if mime == "application/json" or mime.endswith("+json"):
             with contextlib.suppress(ValueError):  # shown as it came when it is not JSON
-                shown.text = pretty(json.loads(shown.text))
+                shown.text = pretty(loads(shown.text))
     elif "blob" in item:
         found = _data_uri(item.get("blob"), mime or "application/octet-stream")
         if found is None:
@@ -689,7 +743,7 @@ def content_block(block: Any, try_url: Callable[[str], str]) -> Block:
     else:
         shown = Block("json", raw=pretty(block))
     if block.get("annotations"):
-        shown.annotations = json.dumps(block["annotations"], ensure_ascii=False)
+        shown.annotations = dumps(block["annotations"])
     return shown
 
 
@@ -977,6 +1031,24 @@ class _Caller:
 
 # -- the views -------------------------------------------------------------------------------
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class _Page(TemplateResponse):
+    """A playground page, written escaped where it holds a lone surrogate.
+
+    Definitions and handlers give the page its strings (a title, a tool's text, a log
+    message), and a Python string may hold a lone surrogate that no UTF-8 page can: encoding
+    the page would fail. Each is written as JSON escapes it, ``\\ud800``.
+    """
+
+    @property
+    def rendered_content(self) -> str:
+        content = super().rendered_content
+        if content.isascii():
+            return content
+        return _SURROGATE.sub(lambda found: f"\\u{ord(found[0]):04x}", content)
+
 
 def _model_of(attr: str) -> Any:
     """The model of a kind's rows (``"tools"``, ``"resources"``, ``"templates"``, ``"prompts"``)."""
@@ -1098,7 +1170,7 @@ class Playground:
                 }
             )
         context = self._context(request, "MCP playground", servers=listed)
-        return TemplateResponse(request, "admin/mcp_app/playground/index.html", context)
+        return _Page(request, "admin/mcp_app/playground/index.html", context)
 
     def catalog(self, request: HttpRequest, server: str) -> HttpResponse:
         """A server's definitions: source, whether enabled, who may use them, and a try link."""
@@ -1118,7 +1190,7 @@ class Playground:
             generation=catalog.generation,
             row_generation=rows.generation(found.name) if found.rows else None,
         )
-        return TemplateResponse(request, "admin/mcp_app/playground/catalog.html", context)
+        return _Page(request, "admin/mcp_app/playground/catalog.html", context)
 
     def _entries(
         self, request: HttpRequest, server: Server, catalog: Catalog, kind: str
@@ -1250,9 +1322,7 @@ class Playground:
                 name=name,
                 catalog_url=self._url("mcp_app_playground_catalog", found.name),
             )
-            return TemplateResponse(
-                request, "admin/mcp_app/playground/missing.html", context, status=404
-            )
+            return _Page(request, "admin/mcp_app/playground/missing.html", context, status=404)
         trial = Trial(request, found, kind, definition, uri, link)
         if request.method == "POST":
             trial.post(request.POST)
@@ -1271,7 +1341,7 @@ class Playground:
             log_levels=LOG_LEVELS,
             trial=trial,
         )
-        return TemplateResponse(request, "admin/mcp_app/playground/try.html", context)
+        return _Page(request, "admin/mcp_app/playground/try.html", context)
 
     def _definition(self, catalog: Catalog, kind: str, name: str) -> tuple[Any, str]:
         """The definition tried, and for a resource read through a template, the URI."""
@@ -1405,7 +1475,7 @@ class Trial:
             if self.extra.strip():
                 self.extra_open = True
                 try:
-                    more = json.loads(self.extra)
+                    more = loads(self.extra)
                 except ValueError as exc:
                     self.extra_errors.append(f"Not valid JSON: {exc}.")
                 else:
@@ -1444,8 +1514,8 @@ class Trial:
     def _answer(self, data: QueryDict) -> None:
         self.carried, self.requests = data.get("carried", ""), data.get("requests", "")
         try:
-            carried = json.loads(self.carried)
-            requests = json.loads(self.requests)
+            carried = loads(self.carried)
+            requests = loads(self.requests)
             self.round = int(data.get("round", "1"))
         except ValueError:
             self.errors.append("The answers came without the request they answer; start again.")
@@ -1496,8 +1566,8 @@ class Trial:
             state = result.get("requestState")
             self.state = state if isinstance(state, str) else None
             carried: JSON = {"uri": uri} if uri else {"arguments": arguments}
-            self.carried = json.dumps(carried, ensure_ascii=False)
-            self.requests = json.dumps(result.get("inputRequests") or {}, ensure_ascii=False)
+            self.carried = dumps(carried)
+            self.requests = dumps(result.get("inputRequests") or {})
         elif self.kind == "tool" and self.shown.is_error:
             # The server's validation message, put on the fields it names.
             text = " ".join(b.text for b in self.shown.blocks if b.type == "text")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import html
 import json
 import re
@@ -700,3 +701,133 @@ def test_an_optional_field_written_as_any_of_a_type_and_null_gets_that_types_inp
     assert "Note" in field_row(form, "arg:note")
     done = run(staff, url, **{"arg:note": "hi", "arg:count": "2"})
     assert sent(done)["params"]["arguments"] == {"note": "hi", "count": 2}
+
+
+# -- JSON no page can hold, or Python cannot read --------------------------------------------
+
+DEEP_ARRAY = "[" * 3000 + "]" * 3000
+DEEP_OBJECT = '{"a":' * 3000 + "1" + "}" * 3000
+
+
+@pytest.fixture
+def addressed(scratch: Server) -> str:
+    """The URL of a tool with an object argument, typed as JSON."""
+
+    @scratch.tool(
+        input_schema={
+            "type": "object",
+            "properties": {"address": {"type": "object", "title": "Address"}},
+        }
+    )
+    def mail(arguments: dict[str, Any], context: Any) -> str:
+        return "sent"
+
+    return tool_url("mail", scratch.name)
+
+
+def test_a_lone_surrogate_is_shown_escaped(staff: Client, addressed: str) -> None:
+    content = page(run(staff, tool_url("add"), extra='{"a": "\\ud800"}'))
+    assert '"a": "\\ud800"' in html.unescape(content)  # the request shown, and the extra box
+    assert "JSON-RPC error -32700" in content  # the server refuses it, as from any client
+    content = page(run(staff, addressed, **{"arg:address": '{"street": "\\ud800"}'}))
+    assert '"street": "\\ud800"' in html.unescape(content)
+
+
+@pytest.mark.parametrize(
+    ("typed", "error"),
+    [
+        (DEEP_ARRAY, "it nests deeper than can be read"),
+        (DEEP_OBJECT, "it nests deeper than can be read"),
+        ('{"n": ' + "1" * 5000 + "}", "a number has more than 4300 digits"),
+    ],
+)
+@pytest.mark.parametrize("name", ["extra", "arg:address"])
+def test_json_too_deep_or_long_to_read_is_an_inline_error(
+    staff: Client, addressed: str, name: str, typed: str, error: str
+) -> None:
+    content = page(run(staff, addressed, **{name: typed}))
+    assert f"Not valid JSON: {error}." in content
+    assert 'id="mcp-response"' not in content  # nothing was sent
+
+
+@pytest.mark.parametrize(
+    "tampered",
+    [
+        {"carried": DEEP_ARRAY},
+        {"carried": DEEP_OBJECT},
+        {"requests": DEEP_ARRAY},
+    ],
+)
+def test_hidden_fields_that_cannot_be_read_say_to_start_again(
+    staff: Client, tampered: dict[str, str]
+) -> None:
+    first = run(staff, tool_url("greet"))
+    content = page(reply(staff, tool_url("greet"), first, **tampered))
+    assert "The answers came without the request they answer; start again." in content
+
+
+def test_carried_arguments_with_a_lone_surrogate_are_shown_escaped(
+    staff: Client, addressed: str
+) -> None:
+    # Only a tampered page carries one: the server refuses it in the first call.
+    carried = '{"arguments": {"address": {"street": "\\ud800"}, "more": "\\udfff"}}'
+    content = page(staff.post(addressed, {"step": "answer", "carried": carried, "requests": "{}"}))
+    shown = html.unescape(content)
+    assert '"street": "\\ud800"' in field_row(shown, "arg:address")
+    assert '"more": "\\udfff"' in shown  # in the further arguments
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [('{"a":"\\ud800"}', '"a": "\\ud800"'), (DEEP_ARRAY, DEEP_ARRAY)],
+)
+def test_a_json_resource_no_page_can_hold_or_python_read_is_shown(
+    staff: Client, text: str, shown: str
+) -> None:
+    Resource.objects.create(
+        uri="test://odd.json", name="odd", mime_type="application/json", text=text
+    )
+    url = f"{BASE}default/resource/"
+    content = page(staff.post(url, {"step": "run", "uri": "test://odd.json"}))
+    assert shown in html.unescape(content)
+
+
+def test_dumps_escapes_what_no_page_holds_and_says_what_json_cannot_carry() -> None:
+    looped: list[Any] = []
+    looped.append(looped)
+    deep: list[Any] = []
+    for _ in range(3000):
+        deep = [deep]
+    dumps = playground.dumps
+    assert dumps({"a": "\ud800", "b": "é"}) == '{"a": "\\ud800", "b": "\\u00e9"}'
+    assert dumps({"b": "é"}) == '{"b": "é"}'  # readable when it can be
+    assert playground.pretty({"b": "é"}) == '{\n  "b": "é"\n}'
+    assert (
+        dumps(10**5000)
+        == "(This value cannot be shown as JSON: a number has more than 4300 digits.)"
+    )
+    for value in (looped, deep, {(1, 2): 3}):
+        assert dumps(value).startswith("(This value cannot be shown as JSON: ")
+
+
+def test_structured_content_of_django_types_is_shown_as_the_endpoint_sends_it(
+    staff: Client, scratch: Server
+) -> None:
+    from mcp_app import content as with_structured
+
+    stamp = datetime.date(2026, 7, 28)
+    scratch.add_tool(
+        lambda arguments, context: with_structured("x", structured={"on": stamp, "who": object()}),
+        name="dated",
+    )
+    shown = html.unescape(page(run(staff, tool_url("dated", scratch.name))))
+    assert '"on": "2026-07-28"' in shown and '"who": "<object object at' in shown
+
+
+def test_a_lone_surrogate_from_a_definition_or_handler_is_written_escaped(
+    staff: Client, scratch: Server
+) -> None:
+    scratch.add_tool(lambda arguments, context: text("half \ud800"), name="half", title="\udfff")
+    content = page(run(staff, tool_url("half", scratch.name)))
+    assert "half \\ud800" in content and "\\udfff" in content
+    assert "\\udfff" in page(staff.get(f"{BASE}{scratch.name}/"))
