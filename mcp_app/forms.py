@@ -9,6 +9,7 @@ from django import forms
 from django.forms.fields import InvalidJSONInput
 
 from .fields import holds_unstorable
+from .protocol.jsonrpc import json_depth
 
 __all__ = ["CodeTextarea", "JSONTextarea", "PrettyJSONField", "RowForm"]
 
@@ -32,19 +33,6 @@ class CodeTextarea(forms.Textarea):
 #: Deepest nesting of arrays and objects a row's JSON may have: far beyond what a schema or
 #: a config needs, and short of what Python's recursion (validating, pretty-printing) follows.
 MAX_JSON_DEPTH = 64
-
-
-def json_depth(value: Any) -> int:
-    """How deeply ``value``'s arrays and objects nest (0 for a scalar), found without recursion."""
-    deepest = 0
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict | list):
-            deepest = max(deepest, depth)
-            children = item.values() if isinstance(item, dict) else item
-            stack.extend((child, depth + 1) for child in children)
-    return deepest
 
 
 class PrettyJSONField(forms.JSONField):

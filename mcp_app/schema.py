@@ -11,9 +11,11 @@ from typing import Any, Protocol, TypeAlias
 
 import jsonschema  # type: ignore[import-untyped]
 import jsonschema_specifications  # type: ignore[import-untyped]
-from referencing import Registry, Resource, Specification
+from referencing import Registry, Resource
 from referencing.exceptions import Unresolvable
-from referencing.jsonschema import DRAFT202012, specification_with
+from referencing.jsonschema import DRAFT202012
+
+from .protocol.jsonrpc import json_depth
 
 __all__ = [
     "JSONSchemaValidator",
@@ -131,8 +133,7 @@ class JSONSchemaValidator(Validator):
 
         Raises:
             SchemaError: the schema is not JSON, breaks its meta-schema, uses an unsupported
-                ``$schema``, has a ``$ref`` that does not resolve locally or that loops back
-                without reading the value, or nests too deeply to check.
+                ``$schema`` or has a ``$ref`` that does not resolve locally.
         """
         self._compiled(canonical(schema))
 
@@ -152,20 +153,23 @@ class JSONSchemaValidator(Validator):
         try:
             if quick is not None and quick(instance):
                 return []
-            return _problems(sorted(compiled.iter_errors(instance), key=_relevance))
+            errors = sorted(compiled.iter_errors(instance), key=_relevance)
+        except ArithmeticError as error:
+            # A value the checks cannot compute with (an integer too large for a float
+            # ``multipleOf``): the client's value, not the schema, is at fault.
+            return [Problem("", f"the value cannot be checked against the schema: {error}")]
+        except RecursionError:
+            if json_depth(instance) > SHALLOW:
+                # A value nested deeper than a recursive schema can follow: the client's.
+                return [Problem("", _VALUE_TOO_DEEP)]
+            # A shallow value: a loop of references reached only through its values.
+            raise SchemaError(_TOO_DEEP) from None
         except Unresolvable as error:
-            # _check_refs resolves every reference up front; this is only a safety net.
+            # The static check in _compile misses references reached only through other
+            # references (e.g. into an unknown keyword), so they can still fail here.
             ref: str = error.ref
             raise _unresolvable(error, ref, _locate_ref(compiled.schema, ref)) from error
-        except RecursionError:
-            # _check_refs refuses loops, so this is a value nested deeper than a recursive
-            # schema can follow: the client's value is at fault, not the server.
-            return [Problem("", _TOO_DEEP)]
-        except Exception as error:
-            # A value the checks cannot compute with (an integer too large for a float
-            # ``multipleOf``, an object whose comparison raises): also the value's fault.
-            reason = str(error) or type(error).__name__
-            return [Problem("", f"the value cannot be checked against the schema: {reason}")]
+        return _problems(errors)
 
     def cache_info(self) -> functools._CacheInfo:
         """Return hit/miss statistics of the compiled-schema cache."""
@@ -289,7 +293,7 @@ def _compile(key: str) -> tuple[Any, Any]:
     """The validator of the schema ``key`` spells, and its quick check (or ``None``).
 
     Raises:
-        SchemaError: the schema cannot be used, for whatever reason.
+        SchemaError: the schema cannot be used, whatever the checks tripped over.
     """
     try:
         return _compile_checked(key)
@@ -297,9 +301,9 @@ def _compile(key: str) -> tuple[Any, Any]:
         raise
     except RecursionError:
         raise SchemaError(_NESTED) from None
-    except Exception as error:
-        # Whatever else jsonschema or referencing trip over is still the schema's fault, and
-        # the admin form and registration expect a SchemaError, not a server error.
+    except (ValueError, TypeError, LookupError, ArithmeticError) as error:
+        # What else jsonschema or referencing trip over in a schema is still the schema's
+        # fault: a form error, not a server error.
         raise SchemaError(f"cannot be used: {error or type(error).__name__}") from error
 
 
@@ -310,19 +314,31 @@ def _compile_checked(key: str) -> tuple[Any, Any]:
     cls = _validator_class(schema)
     meta = jsonschema.validators.validator_for(cls.META_SCHEMA, default=cls)
     try:
-        # The forgiving format checker makes a pattern re.compile cannot take (overflowing,
-        # too deeply nested) "not a valid regex" at its place, not an OverflowError.
+        # The forgiving format checker makes a pattern re.compile cannot take (a repeat too
+        # large, nesting too deep) "not a valid regex" at its place, not an OverflowError.
         cls.check_schema(schema, format_checker=_formats(meta))
     except jsonschema.exceptions.SchemaError as error:
         raise SchemaError(_describe(error), _pointer(error.absolute_path)) from error
     _check_refs(schema, cls)
     validator = cls(schema, registry=_REGISTRY, format_checker=_formats(cls))
+    # A reference that leads back to itself before reading any of the instance makes every
+    # validation recurse without end: found now, on the simplest instance, not on a call.
+    try:
+        for _error in validator.iter_errors({}):
+            pass
+    except RecursionError:
+        raise SchemaError(_LOOP) from None
+    except Exception:  # what else the trial meets, a real validation reports
+        pass
     return validator, _quick_check(schema)
 
 
 _LOOP = "the schema refers to itself without end ($ref loop)"
 _NESTED = "the schema nests too deeply to be checked"
-_TOO_DEEP = "the value nests too deeply to be checked against the schema"
+_VALUE_TOO_DEEP = "the value nests too deeply to be checked against the schema"
+#: Deepest value whose RecursionError while validating can only be a loop in the schema.
+SHALLOW = 16
+_TOO_DEEP = "the schema refers to itself without end ($ref loop), met while validating"
 
 
 # -- a quick check for the schemas most tools have ------------------------------------------
@@ -487,173 +503,29 @@ def _validator_class(schema: Schema) -> Any:
     return cls
 
 
-# Keywords that apply a subschema to the very value their schema applies to; any other
-# applicator descends into a part of it (a property, an item, a key).
-_REFERENCES = ("$ref", "$dynamicRef", "$recursiveRef")
-_SAME_VALUE = frozenset(
-    {"allOf", "anyOf", "oneOf", "not", "if", "dependentSchemas", "dependencies"}
-)
-
-
-@functools.cache
-def _specification(cls: Any) -> Specification[Schema]:
-    """How ``cls``'s dialect places ``$id``s and subschemas, for the reference resolver."""
-    return specification_with(cls.ID_OF(cls.META_SCHEMA) or "", default=DRAFT202012)
-
-
 def _check_refs(schema: Schema, cls: Any) -> None:
-    """Resolve every reference of ``schema``, and refuse a loop of them that reads nothing.
-
-    Raises:
-        SchemaError: a reference does not resolve locally, or leads back to where it started
-            without descending into the value (which would recurse on every value reaching it).
-    """
     # jsonschema resolves references lazily, so a bad one would surface only for instances
-    # that reach it, and a loop only as a RecursionError on some call; both are found here,
-    # once, with their location. Targets under no keyword ("x-defs") are walked too, as
-    # validation follows references there.
-    nodes = list(_nodes(schema))
-    where = {id(node): pointer for pointer, node in nodes}
-    root = _specification(cls).create_resource(schema)
-    uri = root.id() or ""
-    # Crawled once, so that anchors need not be searched for again on every lookup.
-    registry = _REGISTRY.with_resource(uri, root).crawl()
-    # For each subschema, the subschemas it applies to the same value, each with the pointer
-    # of the reference taken to get there ("" for a keyword such as allOf).
-    steps: dict[int, list[tuple[int, str]]] = {}
-    pending: list[tuple[object, Any, Any]] = [(schema, cls, registry.resolver(base_uri=uri))]
+    # that reach it; resolving every $ref up front reports it once, with its location.
+    root = Resource.from_contents(schema, default_specification=DRAFT202012)
+    where = {id(node): pointer for pointer, node in _nodes(schema)}
+    pending = [(_REGISTRY.resolver_with_root(root), root)]
+    # $dynamicRef is a reference only in the dialects that define it (2020-12).
+    keywords = [k for k in ("$ref", "$dynamicRef") if k in cls.VALIDATORS]
     while pending:
-        contents, kind, resolver = pending.pop()
-        if not isinstance(contents, Mapping) or id(contents) in steps:
-            continue
-        pointer = where[id(contents)]
-        spec = _specification(kind)
-        same = steps[id(contents)] = []
-        pending.extend(
-            _inside(sub, kind, resolver)
-            for sub in spec.subresources_of(contents)
-            if isinstance(sub, Mapping)
-        )
-        # As jsonschema applies them: draft 7 and earlier ignore the siblings of $ref.
-        for keyword, value in kind._APPLICABLE_VALIDATORS(contents):
-            if keyword not in kind.VALIDATORS:
-                continue
-            if keyword in _REFERENCES:
-                at = f"{pointer}/{keyword}"
-                resolved = _resolve(resolver, keyword, value, at)
-                target = resolved.contents
-                if id(target) not in where:
-                    continue  # an official meta-schema, which never leads back here
-                pending.append((target, _dialect(target, kind), resolved.resolver))
-                same.extend(
-                    (id(other), at) for other in _dynamic_targets(keyword, value, target, nodes)
-                )
-            elif keyword in _SAME_VALUE:
-                for sub in _same_value(keyword, value, contents):
-                    same.append((id(sub), ""))
-                    pending.append(_inside(sub, kind, resolver))
-    loop = _find_loop(steps, [id(node) for _, node in nodes])
-    if loop is not None:
-        raise SchemaError(_LOOP, loop)
-
-
-def _dialect(schema: Mapping[str, Any], outer: Any) -> Any:
-    # As jsonschema's descend: a subschema's own $schema switches the dialect.
-    return jsonschema.validators.validator_for(schema, default=outer)
-
-
-def _inside(sub: Mapping[str, Any], kind: Any, resolver: Any) -> tuple[object, Any, Any]:
-    """``sub``, a subschema of a ``kind`` schema, with its dialect and resolver."""
-    inner = resolver.in_subresource(_specification(kind).create_resource(sub))
-    return sub, _dialect(sub, kind), inner
-
-
-def _resolve(resolver: Any, keyword: str, ref: object, pointer: str) -> Any:
-    if keyword == "$recursiveRef":
-        # Always "#": its own resource, or one further out in the dynamic scope.
-        ref = "#"
-    try:
-        return resolver.lookup(ref)
-    except Unresolvable as error:
-        raise _unresolvable(error, str(ref), pointer) from error
-    except Exception as error:  # e.g. a malformed URI that urljoin refuses
-        raise SchemaError(f"cannot resolve {keyword} {ref!r}: {error}", pointer) from error
-
-
-def _dynamic_targets(
-    keyword: str, ref: object, target: object, nodes: list[tuple[str, object]]
-) -> list[object]:
-    """What ``keyword`` may lead to: ``target``, or for a dynamic reference to a dynamic
-    anchor any subschema with that anchor, as which one depends on how the value got there."""
-    found = [target]
-    if not isinstance(target, Mapping) or not isinstance(ref, str):
-        return found
-    if keyword == "$dynamicRef":
-        name = ref.partition("#")[2]
-        if target.get("$dynamicAnchor") == name:
-            found += [
-                n for _, n in nodes if isinstance(n, Mapping) and n.get("$dynamicAnchor") == name
-            ]
-    elif keyword == "$recursiveRef" and target.get("$recursiveAnchor") is True:
-        found += [
-            n for _, n in nodes if isinstance(n, Mapping) and n.get("$recursiveAnchor") is True
-        ]
-    return found
-
-
-def _same_value(
-    keyword: str, value: object, contents: Mapping[str, Any]
-) -> list[Mapping[str, Any]]:
-    """The subschemas ``keyword`` applies to the value its own schema applies to."""
-    if keyword == "if":
-        # jsonschema applies then/else only as part of if.
-        subs = [value] + [contents[k] for k in ("then", "else") if k in contents]
-    elif isinstance(value, list):
-        subs = value
-    elif isinstance(value, Mapping) and keyword in ("dependentSchemas", "dependencies"):
-        subs = list(value.values())  # draft 7 dependencies also holds lists of names
-    else:
-        subs = [value]
-    return [sub for sub in subs if isinstance(sub, Mapping)]
-
-
-def _find_loop(steps: Mapping[int, list[tuple[int, str]]], order: list[int]) -> str | None:
-    """The pointer of the reference closing a cycle of ``steps``, or ``None`` if none has one.
-
-    Searched depth first from each subschema in document order, without recursion: a schema
-    may nest deeper than Python's stack.
-    """
-    done: set[int] = set()
-    for start in order:
-        if start not in steps or start in done:
-            continue
-        path = [start]
-        edges = [iter(steps[start])]
-        taken: list[str] = []  # the pointer of each step along path
-        on_path = {start}
-        while path:
-            for target, ref in edges[-1]:
-                if target in on_path:
-                    cycle = [*taken[path.index(target) :], ref]
-                    return next((ref for ref in reversed(cycle) if ref), None)
-                if target in steps and target not in done:
-                    path.append(target)
-                    edges.append(iter(steps[target]))
-                    taken.append(ref)
-                    on_path.add(target)
-                    break
-            else:
-                node = path.pop()
-                edges.pop()
-                on_path.discard(node)
-                done.add(node)
-                if taken:
-                    taken.pop()
-    return None
+        resolver, resource = pending.pop()
+        contents = resource.contents
+        for keyword in keywords:
+            ref = contents.get(keyword) if isinstance(contents, Mapping) else None
+            if isinstance(ref, str):
+                try:
+                    resolver.lookup(ref)
+                except Unresolvable as error:
+                    raise _unresolvable(error, ref, f"{where[id(contents)]}/{keyword}") from error
+        pending.extend((resolver.in_subresource(sub), sub) for sub in resource.subresources())
 
 
 def _unresolvable(error: BaseException, ref: str, pointer: str) -> SchemaError:
-    keyword = pointer.rpartition("/")[2] if pointer.endswith(_REFERENCES) else "$ref"
+    keyword = pointer.rpartition("/")[2] if pointer.endswith(("$ref", "$dynamicRef")) else "$ref"
     cause: BaseException | None = error
     while cause is not None:
         if isinstance(cause, _NotFetched):

@@ -1068,10 +1068,9 @@ def test_a_tool_schema_that_cannot_be_used_is_an_internal_error_naming_it(
     }
     catalog = Catalog(1, tools=[tool("looped", returning("ok"), input_schema=schema)])
     engine = make_engine()
-    # The loop is found when the schema is first compiled, whatever the arguments.
-    for arguments in ({}, {"x": 1}):
-        with pytest.raises(InternalError, match="Tool looped has an input schema that cannot"):
-            call(engine, catalog, "looped", arguments)
+    assert call(engine, catalog, "looped", {})["content"][0]["text"] == "ok"
+    with pytest.raises(InternalError, match="Tool looped has an input schema that cannot be used"):
+        call(engine, catalog, "looped", {"x": 1})
     assert "refers to itself without end" in caplog.text
 
 

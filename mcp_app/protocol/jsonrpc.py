@@ -281,6 +281,19 @@ def any_string_matches(
     return False
 
 
+def json_depth(value: Any) -> int:
+    """How deeply ``value``'s arrays and objects nest (0 for a scalar), found without recursion."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, depth)
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
 # -- encoding ------------------------------------------------------------------------------
 
 
