@@ -16,8 +16,9 @@
 #
 # Connection warnings (check --database <alias>, and migrate): W005 the delivery backend cannot
 # be reached, W009 a stored row's Django template no longer compiles (a library that
-# ROW_TEMPLATE_LIBRARIES no longer allows, say). Connecting is kept to commands that ask for it, as Django does for its own
-# database checks, so runserver and shell never wait on a dead Redis.
+# ROW_TEMPLATE_LIBRARIES no longer allows, say). Connecting is kept to commands that ask for
+# it, as Django does for its own database checks, so runserver and shell never wait on a dead
+# Redis.
 
 from __future__ import annotations
 

@@ -33,6 +33,7 @@ class CodeTextarea(forms.Textarea):
 #: Deepest nesting of arrays and objects a row's JSON may have: far beyond what a schema or
 #: a config needs, and short of what Python's recursion (validating, pretty-printing) follows.
 MAX_JSON_DEPTH = 64
+_TOO_DEEP = f"JSON may nest at most {MAX_JSON_DEPTH} levels deep."
 
 
 class PrettyJSONField(forms.JSONField):
@@ -44,18 +45,14 @@ class PrettyJSONField(forms.JSONField):
         try:
             return super().to_python(value)
         except RecursionError:
-            raise forms.ValidationError(
-                f"JSON may nest at most {MAX_JSON_DEPTH} levels deep.", code="invalid"
-            ) from None
+            raise forms.ValidationError(_TOO_DEEP, code="invalid") from None
         except ValueError as exc:  # not a JSONDecodeError: an integer past Python's limit
             raise forms.ValidationError(f"Enter valid JSON: {exc}.", code="invalid") from None
 
     def validate(self, value: Any) -> None:
         super().validate(value)
         if json_depth(value) > MAX_JSON_DEPTH:
-            raise forms.ValidationError(
-                f"JSON may nest at most {MAX_JSON_DEPTH} levels deep.", code="invalid"
-            )
+            raise forms.ValidationError(_TOO_DEEP, code="invalid")
         if holds_unstorable(value):
             # As Django's text fields refuse a NUL; PostgreSQL's jsonb cannot store any of these.
             raise forms.ValidationError(

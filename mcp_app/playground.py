@@ -40,6 +40,7 @@ from django.urls import NoReverseMatch, URLPattern, URLResolver, path, re_path, 
 from . import __version__
 from .fields import holds_unstorable
 from .protocol import versions
+from .protocol.jsonrpc import LONE_SURROGATE
 from .protocol.modern import encode_header_value, header_text
 from .registry import Catalog, PromptDef, ResourceDef, TemplateDef, ToolDef
 from .server import Server, servers
@@ -1031,8 +1032,6 @@ class _Caller:
 
 # -- the views -------------------------------------------------------------------------------
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
 
 class _Page(TemplateResponse):
     """A playground page, written escaped where it holds a lone surrogate.
@@ -1047,7 +1046,7 @@ class _Page(TemplateResponse):
         content = super().rendered_content
         if content.isascii():
             return content
-        return _SURROGATE.sub(lambda found: f"\\u{ord(found[0]):04x}", content)
+        return LONE_SURROGATE.sub(lambda found: f"\\u{ord(found[0]):04x}", content)
 
 
 def _model_of(attr: str) -> Any:

@@ -520,12 +520,14 @@ def _check_refs(schema: Schema, cls: Any) -> None:
                 try:
                     resolver.lookup(ref)
                 except Unresolvable as error:
-                    raise _unresolvable(error, ref, f"{where[id(contents)]}/{keyword}") from error
+                    pointer = f"{where[id(contents)]}/{keyword}"
+                    raise _unresolvable(error, ref, pointer, keyword) from error
         pending.extend((resolver.in_subresource(sub), sub) for sub in resource.subresources())
 
 
-def _unresolvable(error: BaseException, ref: str, pointer: str) -> SchemaError:
-    keyword = pointer.rpartition("/")[2] if pointer.endswith(("$ref", "$dynamicRef")) else "$ref"
+def _unresolvable(
+    error: BaseException, ref: str, pointer: str, keyword: str = "$ref"
+) -> SchemaError:
     cause: BaseException | None = error
     while cause is not None:
         if isinstance(cause, _NotFetched):

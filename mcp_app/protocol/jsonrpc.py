@@ -202,10 +202,11 @@ def _error_object(error: Any) -> bool:
 
 #: UTF-8 text holds no surrogate itself: in a body read as bytes, only an escape can make one.
 _ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
-_SURROGATE = re.compile("[\ud800-\udfff]")
+#: A lone UTF-16 surrogate, which no UTF-8 text (a page, a JSON answer) can hold.
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 #: Where a lone surrogate may come from in decoded text: an escape, or the character itself
 #: (text a caller decoded with ``surrogateescape``).
-_MAYBE_SURROGATE = re.compile(f"{_ESCAPED_SURROGATE.pattern}|{_SURROGATE.pattern}")
+_MAYBE_SURROGATE = re.compile(f"{_ESCAPED_SURROGATE.pattern}|{LONE_SURROGATE.pattern}")
 
 
 def _not_json(constant: str) -> Any:
@@ -247,7 +248,7 @@ def loads(data: bytes | str) -> Any:
         value = _DECODER.decode(text)
     except (ValueError, UnicodeDecodeError):
         raise ParseError("Parse error: the body is not valid JSON") from None
-    if maybe and any_string_matches(value, _SURROGATE):
+    if maybe and any_string_matches(value, LONE_SURROGATE):
         raise ParseError("Parse error: a string holds a lone UTF-16 surrogate")
     return value
 
@@ -322,7 +323,7 @@ def encode(message: Any, by: json.JSONEncoder) -> str:
         return _mended(message, by)
     except TypeError:
         return _unencodable(message, by)
-    if text.isascii() or not _SURROGATE.search(text):
+    if text.isascii() or not LONE_SURROGATE.search(text):
         return text
     return _mended(message, by)
 
@@ -430,7 +431,7 @@ def _sendable(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, str):
-        return _SURROGATE.sub("\ufffd", value)
+        return LONE_SURROGATE.sub("\ufffd", value)
     if isinstance(value, dict):
         return {_sendable(key): _sendable(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
