@@ -6,6 +6,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mcp_app.protocol import jsonrpc
 from mcp_app.protocol.jsonrpc import (
@@ -240,6 +242,55 @@ def test_loads_takes_json(text: bytes | str, value: Any) -> None:
     assert jsonrpc.loads(text) == value
 
 
+def typed(value: Any) -> str:
+    """``value`` as JSON text, which tells 1 from 1.0 and 0.0 from -0.0 where == does not."""
+    return json.dumps(value, sort_keys=True)
+
+
+class _StandardOnly(json.JSONDecoder):
+    def decode(self, s: str, *args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("read by the standard decoder")
+
+
+def test_a_body_of_bytes_is_read_by_orjson(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(jsonrpc, "_DECODER", _StandardOnly())
+    body = '{"jsonrpc":"2.0","id":1,"params":{"s":"é\\u00e9😀","n":[1,-0.0,2.5e-8]}}'
+    assert typed(jsonrpc.loads(body.encode())) == typed(json.loads(body))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b"[18446744073709551616]",  # past 64 bits: orjson would read a float
+        b"[-9223372036854775809]",  # 19 digits, past a signed 64-bit integer: likewise
+        b'{"n": 12345678901234567890123}',
+    ],
+)
+def test_an_integer_past_64_bits_is_read_whole(text: bytes) -> None:
+    value = jsonrpc.loads(text)
+    assert typed(value) == typed(json.loads(text))
+    number = value[0] if isinstance(value, list) else value["n"]
+    assert isinstance(number, int)
+
+
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(JSON_VALUES)
+@settings(max_examples=300, deadline=None)
+def test_a_body_is_read_as_the_standard_decoder_reads_it(value: Any) -> None:
+    for text in (json.dumps(value), json.dumps(value, ensure_ascii=False)):
+        assert typed(jsonrpc.loads(text.encode())) == typed(json.loads(text))
+
+
 @pytest.mark.parametrize(
     ("text", "said"),
     [
@@ -266,6 +317,62 @@ def test_loads_refuses_what_is_not_json_or_cannot_be_answered(text: bytes | str,
 # -- encoding --------------------------------------------------------------------------------
 
 COMPACT = jsonrpc.encoder(separators=(",", ":"))
+FAST = jsonrpc.encoder(ensure_ascii=False, separators=(",", ":"), fast=True)
+STANDARD = jsonrpc.encoder(ensure_ascii=False, separators=(",", ":"))
+
+
+class _Unused(json.JSONEncoder):
+    def encode(self, o: Any) -> str:
+        raise AssertionError("written by the standard encoder")
+
+
+def test_a_fast_encoder_writes_with_orjson() -> None:
+    by = jsonrpc.encoder(cls=_Unused, ensure_ascii=False, separators=(",", ":"), fast=True)
+    message = jsonrpc.result_response(1, {"s": "é😀\n\x01\x7f\u2028", "n": [1, 2.5, True]})
+    assert jsonrpc.encode(message, by) == STANDARD.encode(message)
+
+
+@given(JSON_VALUES)
+@settings(max_examples=300, deadline=None)
+def test_a_fast_encoder_writes_what_the_standard_one_writes(value: Any) -> None:
+    message = jsonrpc.result_response(1, {"v": value})
+    fast = jsonrpc.encode(message, FAST)
+    standard = jsonrpc.encode(message, STANDARD)
+    # The same value; and, floats apart (1e-07 against 1e-7), the same text.
+    assert typed(json.loads(fast)) == typed(json.loads(standard))
+    if "." not in standard and "e" not in standard.lower():
+        assert fast == standard
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        2**64,  # past 64 bits
+        {1: "int key"},
+        {"t": (1, 2)},
+        type("Text", (str,), {})("a str subclass"),
+        type("Number", (int,), {})(5),
+        "lone \udc00",
+    ],
+)
+def test_what_orjson_leaves_is_written_by_the_standard_encoder(value: Any) -> None:
+    message = jsonrpc.notification("notifications/message", {"data": value})
+    assert jsonrpc.encode(message, FAST) == jsonrpc.encode(message, STANDARD)
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), [float("-inf")]])
+def test_a_fast_encoder_refuses_what_orjson_would_write_as_null(value: Any) -> None:
+    text = jsonrpc.encode(jsonrpc.result_response(3, {"x": value}), FAST)
+    assert json.loads(text)["error"]["code"] == -32603
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"indent": 2}, {"sort_keys": True}, {"separators": (",", ":")}, {"ensure_ascii": False}],
+)
+def test_a_fast_encoder_must_write_compact_text_orjson_can_write(options: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match="compact JSON with non-ASCII kept"):
+        jsonrpc.encoder(fast=True, **options)
 
 
 def test_encode_sends_what_json_can_spell_as_it_is() -> None:

@@ -37,9 +37,14 @@ def test_headers_from_meta_are_request_headers_by_lower_case_name() -> None:
         [{"jsonrpc": "2.0", "id": 2, "result": {}}],
     ],
 )
-def test_a_reply_is_the_bytes_jsonresponse_sends(body: Any) -> None:
+def test_a_reply_is_what_jsonresponse_sends_written_compactly(body: Any) -> None:
     response = to_response(Reply(202, body, headers={"Mcp-Session-Id": "abc"}))
-    expected = JsonResponse(body, status=202, safe=False, json_dumps_params={"ensure_ascii": False})
+    expected = JsonResponse(
+        body,
+        status=202,
+        safe=False,
+        json_dumps_params={"ensure_ascii": False, "separators": (",", ":")},
+    )
     assert response.content == expected.content
     assert response.status_code == 202
     assert response["Content-Type"] == expected["Content-Type"]

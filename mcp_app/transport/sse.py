@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
@@ -23,8 +24,18 @@ HEADERS = {
 _LINE_BREAKS = str.maketrans({"\u0085": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
 
 
-#: As plain JSON answers are encoded (dates, decimals, UUIDs), on one line.
-ENCODER = jsonrpc.encoder(cls=DjangoJSONEncoder, ensure_ascii=False, separators=(",", ":"))
+class WireJSONEncoder(DjangoJSONEncoder):
+    """Django's encoder (dates, decimals, UUIDs, lazy text), and an enum member as its value."""
+
+    def default(self, o: Any) -> Any:
+        if isinstance(o, Enum):
+            # As orjson writes it, so a message is written alike by either encoder.
+            return o.value
+        return super().default(o)
+
+
+#: What every message is sent with, plain JSON or an event: compact, on one line.
+ENCODER = jsonrpc.encoder(cls=WireJSONEncoder, ensure_ascii=False, separators=(",", ":"), fast=True)
 
 
 def dumps(message: Any) -> str:

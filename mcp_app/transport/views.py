@@ -23,7 +23,6 @@ from asgiref.sync import SyncToAsync, async_to_sync, sync_to_async
 from django.conf import settings
 from django.core.exceptions import DisallowedHost, RequestDataTooBig
 from django.core.handlers.asgi import ASGIRequest
-from django.core.serializers.json import DjangoJSONEncoder
 from django.core.signals import got_request_exception
 from django.db import close_old_connections, transaction
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
@@ -166,8 +165,8 @@ def incoming(
     )
 
 
-#: What JsonResponse encodes with, made once (encode() keeps no state between calls).
-ENCODER = jsonrpc.encoder(cls=DjangoJSONEncoder, ensure_ascii=False)
+#: What a plain JSON answer is encoded with: as events are.
+ENCODER = sse.ENCODER
 _UNPREFIXED = {"CONTENT_TYPE": "content-type", "CONTENT_LENGTH": "content-length"}
 
 
