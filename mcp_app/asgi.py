@@ -371,7 +371,7 @@ def _latin1(headers: Iterable[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
 
 
 async def _send_reply(reply: Reply, send: Send, request: HttpRequest | None) -> None:
-    """A JSON reply, encoded as ``to_response`` encodes it (``JsonResponse``)."""
+    """A JSON reply, encoded as ``to_response`` encodes it."""
     if reply.body is None:
         content = b""
         headers = []
