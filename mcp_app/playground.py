@@ -42,7 +42,7 @@ from .fields import holds_unstorable
 from .protocol import versions
 from .protocol.jsonrpc import LONE_SURROGATE
 from .protocol.modern import encode_header_value, header_text
-from .registry import Catalog, PromptDef, ResourceDef, TemplateDef, ToolDef
+from .registry import Catalog, PromptDef, ResourceDef, TemplateDef, ToolDef, argument_at
 from .server import Server, servers
 from .transport.http import Incoming
 
@@ -164,9 +164,10 @@ def send(
         tool = server.catalog().tool_map.get(str(params.get("name")))
         arguments = params.get("arguments") or {}
         if tool is not None and isinstance(arguments, dict):
-            for header, argument in tool.header_params.items():
-                if arguments.get(argument) is not None:
-                    headers[header] = encode_header_value(header_text(arguments[argument]))
+            for header, path in tool.header_params.items():
+                value = argument_at(arguments, path)
+                if value is not None:
+                    headers[header] = encode_header_value(header_text(value))
     incoming = Incoming(
         method="POST",
         headers=headers,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, cast
@@ -38,35 +38,55 @@ HEADER_TOKEN_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 HEADER_TYPES = frozenset({"string", "integer", "boolean"})
 
 
+def _annotated(input_schema: Any) -> Iterator[tuple[tuple[str, ...], JSON]]:
+    """Each property schema carrying ``x-mcp-header``, with its path of property names.
+
+    Only chains of ``properties`` are followed, at any depth: what a client reaches from the
+    arguments object without choosing among alternatives (``anyOf``, ``items`` and the like).
+    """
+    stack: list[tuple[Any, tuple[str, ...]]] = [(input_schema, ())]
+    while stack:
+        schema, path = stack.pop()
+        properties = schema.get("properties") if isinstance(schema, dict) else None
+        if not isinstance(properties, dict):
+            continue
+        # Reversed onto the stack, so properties come out in the schema's order.
+        for name, prop in reversed(properties.items()):
+            here = (*path, str(name))
+            stack.append((prop, here))
+        for name, prop in properties.items():
+            if isinstance(prop, dict) and "x-mcp-header" in prop:
+                yield (*path, str(name)), prop
+
+
 def header_problem(input_schema: Any) -> str | None:
     """What breaks the rules for ``x-mcp-header`` annotations in ``input_schema`` (a client
     leaves out a tool that breaks them), or ``None``. Properties at every depth are read."""
     seen: dict[str, str] = {}
-    stack: list[tuple[Any, str]] = [(input_schema, "")]
-    while stack:
-        schema, where = stack.pop()
-        properties = schema.get("properties") if isinstance(schema, dict) else None
-        if not isinstance(properties, dict):
-            continue
-        for name, prop in properties.items():
-            path = f"{where}.{name}" if where else str(name)
-            stack.append((prop, path))
-            if not isinstance(prop, dict) or "x-mcp-header" not in prop:
-                continue
-            header = prop["x-mcp-header"]
-            if not isinstance(header, str) or not HEADER_TOKEN_RE.match(header):
-                return (
-                    f"x-mcp-header of {path!r} must be an HTTP header name: letters, digits "
-                    "and !#$%&'*+-.^_`|~, not empty"
-                )
-            if prop.get("type") not in HEADER_TYPES:
-                return (
-                    f'x-mcp-header of {path!r} needs "type" string, integer or boolean (not number)'
-                )
-            other = seen.setdefault(header.lower(), path)
-            if other != path:
-                return f"x-mcp-header {header!r} of {path!r} repeats that of {other!r}"
+    for names, prop in _annotated(input_schema):
+        path = ".".join(names)
+        header = prop["x-mcp-header"]
+        if not isinstance(header, str) or not HEADER_TOKEN_RE.match(header):
+            return (
+                f"x-mcp-header of {path!r} must be an HTTP header name: letters, digits "
+                "and !#$%&'*+-.^_`|~, not empty"
+            )
+        if prop.get("type") not in HEADER_TYPES:
+            return f'x-mcp-header of {path!r} needs "type" string, integer or boolean (not number)'
+        other = seen.setdefault(header.lower(), path)
+        if other != path:
+            return f"x-mcp-header {header!r} of {path!r} repeats that of {other!r}"
     return None
+
+
+def argument_at(arguments: Any, path: Sequence[str]) -> Any:
+    """The value at ``path`` (property names) in ``arguments``; ``None`` where there is none."""
+    value = arguments
+    for name in path:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(name)
+    return value
 
 
 EMPTY_OBJECT_SCHEMA: JSON = {"type": "object"}
@@ -225,15 +245,14 @@ class ToolDef:
         return key
 
     @cached_property
-    def header_params(self) -> dict[str, str]:
-        """Argument name by ``Mcp-Param-*`` header name (lower case), from ``x-mcp-header``."""
-        props = self.input_schema.get("properties")
-        found: dict[str, str] = {}
-        if isinstance(props, dict):
-            for arg, schema in props.items():
-                if isinstance(schema, dict) and isinstance(schema.get("x-mcp-header"), str):
-                    found["mcp-param-" + schema["x-mcp-header"].lower()] = arg
-        return found
+    def header_params(self) -> dict[str, tuple[str, ...]]:
+        """The argument each ``Mcp-Param-*`` header (by lower-case name) mirrors, as its path
+        of property names (``("options", "limit")`` for one nested in ``options``)."""
+        return {
+            "mcp-param-" + prop["x-mcp-header"].lower(): path
+            for path, prop in _annotated(self.input_schema)
+            if isinstance(prop["x-mcp-header"], str)
+        }
 
 
 @dataclass(frozen=True, eq=False)

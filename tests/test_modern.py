@@ -43,6 +43,10 @@ WEATHER = ToolDef(
             "days": {"type": "integer", "x-mcp-header": "Days"},
             "metric": {"type": "boolean", "x-mcp-header": "Metric"},
             "note": {"type": "string"},
+            "options": {
+                "type": "object",
+                "properties": {"limit": {"type": "integer", "x-mcp-header": "Limit"}},
+            },
         },
     },
 )
@@ -438,6 +442,25 @@ def test_boolean_arguments_compare_as_true_false(value: bool, header: str, ok: b
 def test_object_arguments_never_match_a_header() -> None:
     with pytest.raises(HeaderMismatch, match="does not match"):
         call_weather({"region": {"a": 1}}, **{"mcp-param-region": '{"a":1}'})
+
+
+def test_a_nested_argument_is_checked_against_its_header() -> None:
+    # Clients mirror an annotated property reached through "properties" at any depth.
+    req = call_weather({"options": {"limit": 5}}, **{"mcp-param-limit": "5"})
+    assert req.params["arguments"]["options"] == {"limit": 5}
+    with pytest.raises(
+        HeaderMismatch, match=r"Header mcp-param-limit does not match argument 'options\.limit'"
+    ):
+        call_weather({"options": {"limit": 5}}, **{"mcp-param-limit": "6"})
+    with pytest.raises(HeaderMismatch, match="Missing header mcp-param-limit for argument"):
+        call_weather({"options": {"limit": 5}})
+
+
+@pytest.mark.parametrize("options", [None, {}, {"limit": None}, "not an object", [5]])
+def test_a_nested_argument_not_there_needs_no_header_and_refuses_one(options: Any) -> None:
+    call_weather({"options": options})
+    with pytest.raises(HeaderMismatch, match=r"is set but argument 'options\.limit' is absent"):
+        call_weather({"options": options}, **{"mcp-param-limit": "5"})
 
 
 def test_base64_param_header_is_decoded() -> None:

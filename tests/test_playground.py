@@ -309,6 +309,27 @@ def test_an_x_mcp_header_argument_is_sent_in_its_header_too(staff: Client) -> No
     assert "Region: eu-west" in content
 
 
+def test_a_nested_x_mcp_header_argument_is_sent_in_its_header_too(
+    staff: Client, scratch: Server
+) -> None:
+    scratch.add_tool(
+        lambda arguments, context: f"limit {arguments['options']['limit']}",
+        name="limited",
+        input_schema={
+            "type": "object",
+            "properties": {
+                "options": {
+                    "type": "object",
+                    "properties": {"limit": {"type": "integer", "x-mcp-header": "Limit"}},
+                }
+            },
+        },
+    )
+    url = tool_url("limited", scratch.name)
+    content = page(run(staff, url, extra='{"options": {"limit": 7}}'))
+    assert "limit 7" in content  # the server found the header it checks
+
+
 # -- results a person can read ---------------------------------------------------------------
 
 

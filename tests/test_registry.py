@@ -14,6 +14,7 @@ from mcp_app.registry import (
     ResourceDef,
     TemplateDef,
     ToolDef,
+    argument_at,
     header_problem,
 )
 
@@ -119,10 +120,38 @@ def test_tool_header_params_map_lower_case_header_to_argument() -> None:
                 "region": {"type": "string", "x-mcp-header": "Region"},
                 "plain": {"type": "string"},
                 "odd": True,
+                "where": {
+                    "type": "object",
+                    "properties": {
+                        "zone": {
+                            "type": "object",
+                            "properties": {"id": {"type": "integer", "x-mcp-header": "Zone"}},
+                        },
+                        "listed": {"type": "array", "items": {"type": "string"}},
+                    },
+                },
             },
         },
     )
-    assert tool.header_params == {"mcp-param-region": "region"}
+    assert tool.header_params == {
+        "mcp-param-region": ("region",),
+        "mcp-param-zone": ("where", "zone", "id"),
+    }
+
+
+@pytest.mark.parametrize(
+    ("arguments", "value"),
+    [
+        ({"where": {"zone": {"id": 4}}}, 4),
+        ({"where": {"zone": {}}}, None),
+        ({"where": {"zone": 4}}, None),
+        ({"where": None}, None),
+        ([1], None),
+        (None, None),
+    ],
+)
+def test_argument_at_follows_a_path_of_property_names(arguments: Any, value: Any) -> None:
+    assert argument_at(arguments, ("where", "zone", "id")) == value
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from ..registry import ToolDef
+from ..registry import ToolDef, argument_at
 from . import tasks, versions
 from .jsonrpc import (
     HeaderMismatch,
@@ -215,9 +215,9 @@ def _check_name(method: str, params: JSON, headers: Mapping[str, str]) -> None:
 
 
 def _check_params(tool: ToolDef, arguments: Any, headers: Mapping[str, str]) -> None:
-    arguments = arguments if isinstance(arguments, dict) else {}
-    for header, arg in tool.header_params.items():
-        value = arguments.get(arg)
+    for header, path in tool.header_params.items():
+        value = argument_at(arguments, path)
+        arg = ".".join(path)
         raw = headers.get(header)
         if value is None:
             if raw is not None:
