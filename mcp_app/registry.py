@@ -43,39 +43,60 @@ def _annotated(input_schema: Any) -> Iterator[tuple[tuple[str, ...], JSON]]:
 
     Only chains of ``properties`` are followed, at any depth: what a client reaches from the
     arguments object without choosing among alternatives (``anyOf``, ``items`` and the like).
+    A schema met again on the way (a dict holding itself) is not read twice.
     """
     stack: list[tuple[Any, tuple[str, ...]]] = [(input_schema, ())]
+    seen: set[int] = set()
     while stack:
         schema, path = stack.pop()
         properties = schema.get("properties") if isinstance(schema, dict) else None
-        if not isinstance(properties, dict):
+        if not isinstance(properties, dict) or id(properties) in seen:
             continue
+        seen.add(id(properties))
         # Reversed onto the stack, so properties come out in the schema's order.
         for name, prop in reversed(properties.items()):
-            here = (*path, str(name))
-            stack.append((prop, here))
+            stack.append((prop, (*path, str(name))))
         for name, prop in properties.items():
             if isinstance(prop, dict) and "x-mcp-header" in prop:
                 yield (*path, str(name)), prop
 
 
+def header_annotations(input_schema: Any) -> list[tuple[tuple[str, ...], str]]:
+    """Each ``x-mcp-header`` name in ``input_schema`` (as written), with the path of property
+    names of the argument it mirrors, in the order a client finds them."""
+    return [
+        (path, prop["x-mcp-header"])
+        for path, prop in _annotated(input_schema)
+        if isinstance(prop["x-mcp-header"], str)
+    ]
+
+
+def path_text(names: Sequence[str]) -> str:
+    """A path of property names as text: dotted, or as a list if a name holds a dot."""
+    if any("." in name for name in names):
+        return str(list(names))
+    return ".".join(names)
+
+
 def header_problem(input_schema: Any) -> str | None:
     """What breaks the rules for ``x-mcp-header`` annotations in ``input_schema`` (a client
     leaves out a tool that breaks them), or ``None``. Properties at every depth are read."""
-    seen: dict[str, str] = {}
+    seen: dict[str, tuple[str, ...]] = {}
     for names, prop in _annotated(input_schema):
-        path = ".".join(names)
+        path = path_text(names)
         header = prop["x-mcp-header"]
         if not isinstance(header, str) or not HEADER_TOKEN_RE.match(header):
             return (
                 f"x-mcp-header of {path!r} must be an HTTP header name: letters, digits "
                 "and !#$%&'*+-.^_`|~, not empty"
             )
-        if prop.get("type") not in HEADER_TYPES:
+        kind = prop.get("type")
+        if not isinstance(kind, str) or kind not in HEADER_TYPES:
             return f'x-mcp-header of {path!r} needs "type" string, integer or boolean (not number)'
-        other = seen.setdefault(header.lower(), path)
-        if other != path:
-            return f"x-mcp-header {header!r} of {path!r} repeats that of {other!r}"
+        # By path, not its dotted text: a property named "a.b" is not "b" inside "a".
+        other = seen.setdefault(header.lower(), names)
+        if other != names:
+            return f"x-mcp-header {header!r} of {path!r} repeats that of {path_text(other)!r}"
     return None
 
 
@@ -204,9 +225,17 @@ class ToolDef:
         _check_face("tool", self.name, self)
         # The tool's own copies: what it validates against (keyed once, in ``schema_key``)
         # and what it lists stay the same, whatever the registrant does with its dicts later.
-        object.__setattr__(self, "input_schema", _json_copy(self.input_schema))
-        object.__setattr__(self, "output_schema", _json_copy(self.output_schema))
-        object.__setattr__(self, "code_input_schema", _json_copy(self.code_input_schema))
+        try:
+            copies = {
+                which: _json_copy(getattr(self, which))
+                for which in ("input_schema", "output_schema", "code_input_schema")
+            }
+        except RecursionError:
+            raise DefinitionError(
+                f"tool {self.name!r}: a schema that holds itself, or nests too deeply, is not JSON"
+            ) from None
+        for which, copy in copies.items():
+            object.__setattr__(self, which, copy)
 
     @cached_property
     def is_async(self) -> bool:
@@ -249,9 +278,8 @@ class ToolDef:
         """The argument each ``Mcp-Param-*`` header (by lower-case name) mirrors, as its path
         of property names (``("options", "limit")`` for one nested in ``options``)."""
         return {
-            "mcp-param-" + prop["x-mcp-header"].lower(): path
-            for path, prop in _annotated(self.input_schema)
-            if isinstance(prop["x-mcp-header"], str)
+            "mcp-param-" + header.lower(): path
+            for path, header in header_annotations(self.input_schema)
         }
 
 

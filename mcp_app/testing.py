@@ -34,6 +34,7 @@ from . import __version__
 from .input import INPUT_METHODS
 from .protocol import versions as revisions
 from .protocol.modern import NAMED, encode_header_value, header_text
+from .registry import argument_at, header_annotations
 from .server import Server, servers, site
 from .transport.listen import LISTS
 from .transport.views import ENDPOINT_OF
@@ -886,7 +887,8 @@ class _Stateless(_Protocol):
 
     def __init__(self, client: _ClientBase, candidates: list[str]) -> None:
         super().__init__(client, candidates)
-        self._tool_headers: dict[str, dict[str, str]] | None = None
+        # By tool name: each x-mcp-header name by the path of the argument it mirrors.
+        self._tool_headers: dict[str, dict[tuple[str, ...], str]] | None = None
 
     # -- building requests ---------------------------------------------------------------
 
@@ -904,7 +906,7 @@ class _Stateless(_Protocol):
         method: str,
         params: Mapping[str, Any],
         meta: Mapping[str, Any] | None,
-        param_headers: Mapping[str, str],
+        param_headers: Mapping[tuple[str, ...], str],
     ) -> _Open:
         body_params = dict(params)
         body_params["_meta"] = self._meta({**(params.get("_meta") or {}), **(meta or {})})
@@ -916,11 +918,10 @@ class _Stateless(_Protocol):
         if method in NAMED_PARAMS:
             headers["Mcp-Name"] = encode_header_value(header_text(params.get(NAMED_PARAMS[method])))
         arguments = params.get("arguments")
-        if isinstance(arguments, Mapping):
-            for argument, name in param_headers.items():
-                value = arguments.get(argument)
-                if value is not None:
-                    headers[f"Mcp-Param-{name}"] = encode_header_value(header_text(value))
+        for path, name in param_headers.items():
+            value = argument_at(arguments, path)
+            if value is not None:
+                headers[f"Mcp-Param-{name}"] = encode_header_value(header_text(value))
         body = {
             "jsonrpc": "2.0",
             "id": self.client._new_id(),
@@ -929,7 +930,9 @@ class _Stateless(_Protocol):
         }
         return _Open(body, self._with_extra(headers))
 
-    def _param_headers(self, method: str, params: Mapping[str, Any]) -> Op[dict[str, str]]:
+    def _param_headers(
+        self, method: str, params: Mapping[str, Any]
+    ) -> Op[dict[tuple[str, ...], str]]:
         """The ``x-mcp-header`` arguments of the tool called, from ``tools/list`` (cached)."""
         if method != "tools/call" or not params.get("arguments"):
             return {}
@@ -950,12 +953,7 @@ class _Stateless(_Protocol):
         for tool in tools:
             if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
                 continue
-            properties = (tool.get("inputSchema") or {}).get("properties") or {}
-            found[tool["name"]] = {
-                argument: schema["x-mcp-header"]
-                for argument, schema in properties.items()
-                if isinstance(schema, dict) and isinstance(schema.get("x-mcp-header"), str)
-            }
+            found[tool["name"]] = dict(header_annotations(tool.get("inputSchema")))
         self._tool_headers = found
 
     # -- requests with input rounds ------------------------------------------------------

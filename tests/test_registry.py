@@ -175,6 +175,19 @@ def test_argument_at_follows_a_path_of_property_names(arguments: Any, value: Any
             {"o": {"type": "object", "properties": {"n": {"type": "number", "x-mcp-header": "N"}}}},
             "x-mcp-header of 'o.n' needs",
         ),
+        ({"a": {"type": ["string", "null"], "x-mcp-header": "A"}}, "string, integer or boolean"),
+        ({"a": {"type": {"not": "a type"}, "x-mcp-header": "A"}}, "string, integer or boolean"),
+        (
+            # A property named "a.b" is not "b" inside "a", though both are written a.b.
+            {
+                "a.b": {"type": "string", "x-mcp-header": "X"},
+                "a": {
+                    "type": "object",
+                    "properties": {"b": {"type": "string", "x-mcp-header": "x"}},
+                },
+            },
+            "x-mcp-header 'x' of 'a.b' repeats that of \"['a.b']\"",
+        ),
     ],
 )
 def test_a_tool_breaking_the_x_mcp_header_rules_is_not_defined(
@@ -199,6 +212,14 @@ def test_x_mcp_header_may_mirror_strings_integers_and_booleans_at_any_depth() ->
     }
     assert header_problem(schema) is None
     ToolDef(name="t", handler=handler, input_schema=schema)
+
+
+def test_a_schema_holding_itself_is_not_defined() -> None:
+    schema: dict[str, Any] = {"type": "object", "properties": {}}
+    schema["properties"]["me"] = schema
+    assert header_problem(schema) is None  # read once, not for ever
+    with pytest.raises(DefinitionError, match="holds itself, or nests too deeply"):
+        ToolDef(name="t", handler=handler, input_schema=schema)
 
 
 def test_tool_without_properties_has_no_header_params() -> None:

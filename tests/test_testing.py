@@ -69,13 +69,18 @@ def declared(arguments: dict[str, Any], context: RequestContext) -> dict[str, An
         "properties": {
             "region": {"type": "string", "x-mcp-header": "Region"},
             "priority": {"type": "integer", "x-mcp-header": "Priority"},
+            "options": {
+                "type": "object",
+                "properties": {"limit": {"type": "integer", "x-mcp-header": "Limit"}},
+            },
         },
     }
 )
 def region(arguments: dict[str, Any], context: RequestContext) -> str:
     """The raw Mcp-Param headers the request carried."""
     headers = context.request.headers
-    return f"{headers.get('Mcp-Param-Region')}|{headers.get('Mcp-Param-Priority')}"
+    sent = [headers.get(f"Mcp-Param-{name}") for name in ("Region", "Priority", "Limit")]
+    return "|".join(str(value) for value in sent)
 
 
 @own.tool()
@@ -358,13 +363,16 @@ def test_extra_headers() -> None:
 def test_param_headers_mirror_arguments() -> None:
     c = MCPClient(own)
     assert MCPClient.text(c.call_tool("region", {"region": "eu-west", "priority": 3})) == (
-        "eu-west|3"
+        "eu-west|3|None"
     )
     encoded = "=?base64?" + base64.b64encode("Zürich".encode()).decode() + "?="
-    assert MCPClient.text(c.call_tool("region", {"region": "Zürich"})) == f"{encoded}|None"
+    assert MCPClient.text(c.call_tool("region", {"region": "Zürich"})) == f"{encoded}|None|None"
     spaced = "=?base64?" + base64.b64encode(b" x ").decode() + "?="
-    assert MCPClient.text(c.call_tool("region", {"region": " x "})) == f"{spaced}|None"
-    assert MCPClient.text(c.call_tool("region", {})) == "None|None"
+    assert MCPClient.text(c.call_tool("region", {"region": " x "})) == f"{spaced}|None|None"
+    assert MCPClient.text(c.call_tool("region", {})) == "None|None|None"
+    # One nested in an object argument, as the server checks it.
+    assert MCPClient.text(c.call_tool("region", {"options": {"limit": 9}})) == "None|None|9"
+    assert MCPClient.text(c.call_tool("region", {"options": {}})) == "None|None|None"
 
 
 # -- input handlers --------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from ..registry import ToolDef, argument_at
+from ..registry import ToolDef, argument_at, path_text
 from . import tasks, versions
 from .jsonrpc import (
     HeaderMismatch,
@@ -217,16 +217,17 @@ def _check_name(method: str, params: JSON, headers: Mapping[str, str]) -> None:
 def _check_params(tool: ToolDef, arguments: Any, headers: Mapping[str, str]) -> None:
     for header, path in tool.header_params.items():
         value = argument_at(arguments, path)
-        arg = ".".join(path)
         raw = headers.get(header)
         if value is None:
             if raw is not None:
-                raise HeaderMismatch(f"Header {header} is set but argument {arg!r} is absent")
+                raise HeaderMismatch(
+                    f"Header {header} is set but argument {path_text(path)!r} is absent"
+                )
             continue
         if raw is None:
-            raise HeaderMismatch(f"Missing header {header} for argument {arg!r}")
+            raise HeaderMismatch(f"Missing header {header} for argument {path_text(path)!r}")
         if not _same(header_value(raw), value):
-            raise HeaderMismatch(f"Header {header} does not match argument {arg!r}")
+            raise HeaderMismatch(f"Header {header} does not match argument {path_text(path)!r}")
 
 
 def stamp(result: JSON, server_info: JSON) -> JSON:
