@@ -4,7 +4,8 @@
 
 - ``playground/``: every server;
 - ``playground/<server>/``: a server's catalog, with the rows it does not list;
-- ``playground/<server>/tool/<name>/`` (``prompt/``, ``template/``) and
+- ``playground/<server>/tool/<name>/`` (``prompt/``, ``template/``; ``tool/?name=..`` for a
+  name a path cannot carry) and
   ``playground/<server>/resource/?uri=...``: a form built from the definition's input, the
   result as a person reads it, and the server's input requests answered in the page.
 
@@ -1094,6 +1095,11 @@ class Playground:
                 wrap(self.try_definition),
                 name="mcp_app_playground_try",
             ),
+            re_path(
+                r"^mcp_app/playground/(?P<server>[^/]+)/(?P<kind>tool|template|prompt)/$",
+                wrap(self.try_named),
+                name="mcp_app_playground_try_named",
+            ),
         ]
 
     # -- helpers ---------------------------------------------------------------------------
@@ -1108,6 +1114,9 @@ class Playground:
     def try_url(self, server: str, kind: str, key: str) -> str:
         if kind == "resource":
             return self._url("mcp_app_playground_resource", server, query={"uri": key})
+        if any(segment in (".", "..") for segment in key.split("/")):
+            # A browser resolves such a segment of a path away: the name goes in the query.
+            return self._url("mcp_app_playground_try_named", server, kind, query={"name": key})
         return self._url("mcp_app_playground_try", server, kind, key)
 
     def _linker(self, server: Server, catalog: Catalog) -> Callable[[str], str]:
@@ -1300,6 +1309,11 @@ class Playground:
     def try_resource(self, request: HttpRequest, server: str) -> HttpResponse:
         uri = request.POST.get("uri") if request.method == "POST" else None
         return self.try_definition(request, server, "resource", uri or request.GET.get("uri", ""))
+
+    def try_named(self, request: HttpRequest, server: str, kind: str) -> HttpResponse:
+        """``try_definition`` of the definition named by ``?name=``: for a name that a URL's
+        path cannot carry (``.``, ``..``, or a prompt's ``a/../b``)."""
+        return self.try_definition(request, server, kind, request.GET.get("name", ""))
 
     def try_definition(
         self, request: HttpRequest, server: str, kind: str, name: str

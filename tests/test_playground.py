@@ -236,6 +236,18 @@ def test_an_unknown_definition_is_a_404_that_says_so(staff: Client) -> None:
     assert staff.get(f"{BASE}nowhere/").status_code == 404
 
 
+@pytest.mark.parametrize("name", [".", ".."])
+def test_a_name_a_path_cannot_carry_is_linked_and_served_by_query(
+    staff: Client, scratch: Server, name: str
+) -> None:
+    # A browser resolves /tool/../ away; the catalog links to /tool/?name=.. instead.
+    scratch.add_tool(lambda arguments, context: f"ran {name}", name=name)
+    url = f"{BASE}{scratch.name}/tool/?name={name}"
+    assert f'href="{url}"' in page(staff.get(f"{BASE}{scratch.name}/"))
+    assert f"ran {name}" in page(run(staff, url))
+    assert staff.get(f"{BASE}{scratch.name}/tool/?name=nope").status_code == 404
+
+
 def test_the_app_index_and_the_row_pages_link_to_the_playground(staff: Client) -> None:
     assert f'href="{BASE}"' in page(staff.get("/admin/mcp_app/"))
     assert f'href="{BASE}"' in page(staff.get("/admin/mcp_app/tool/"))
