@@ -208,6 +208,7 @@ def test_another_admin_site_can_serve_the_playground() -> None:
         "mcp_app_playground_catalog",
         "mcp_app_playground_resource",
         "mcp_app_playground_try",
+        "mcp_app_playground_try_named",
     }
 
 
