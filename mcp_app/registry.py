@@ -43,19 +43,19 @@ def _annotated(input_schema: Any) -> Iterator[tuple[tuple[str, ...], JSON]]:
 
     Only chains of ``properties`` are followed, at any depth: what a client reaches from the
     arguments object without choosing among alternatives (``anyOf``, ``items`` and the like).
-    A schema met again on the way (a dict holding itself) is not read twice.
+    A sub-schema used in two places is read in both; one holding itself, only once.
     """
-    stack: list[tuple[Any, tuple[str, ...]]] = [(input_schema, ())]
-    seen: set[int] = set()
+    # Each entry keeps the ids of the properties dicts above it: a loop, not a shared part.
+    stack: list[tuple[Any, tuple[str, ...], frozenset[int]]] = [(input_schema, (), frozenset())]
     while stack:
-        schema, path = stack.pop()
+        schema, path, above = stack.pop()
         properties = schema.get("properties") if isinstance(schema, dict) else None
-        if not isinstance(properties, dict) or id(properties) in seen:
+        if not isinstance(properties, dict) or id(properties) in above:
             continue
-        seen.add(id(properties))
+        inside = above | {id(properties)}
         # Reversed onto the stack, so properties come out in the schema's order.
         for name, prop in reversed(properties.items()):
-            stack.append((prop, (*path, str(name))))
+            stack.append((prop, (*path, str(name)), inside))
         for name, prop in properties.items():
             if isinstance(prop, dict) and "x-mcp-header" in prop:
                 yield (*path, str(name)), prop
@@ -217,14 +217,12 @@ class ToolDef:
             raise DefinitionError(f"tool {self.name!r}: handler is not callable")
         if not isinstance(self.input_schema, dict) or self.input_schema.get("type") != "object":
             raise DefinitionError(f"tool {self.name!r}: input_schema must be an object schema")
-        problem = header_problem(self.input_schema)
-        if problem:
-            raise DefinitionError(f"tool {self.name!r}: {problem}")
         if self.output_schema is not None and not isinstance(self.output_schema, dict):
             raise DefinitionError(f"tool {self.name!r}: output_schema must be a JSON Schema object")
         _check_face("tool", self.name, self)
         # The tool's own copies: what it validates against (keyed once, in ``schema_key``)
         # and what it lists stay the same, whatever the registrant does with its dicts later.
+        # Checked as copied (read-only mappings become dicts, shared parts separate dicts).
         try:
             copies = {
                 which: _json_copy(getattr(self, which))
@@ -236,6 +234,9 @@ class ToolDef:
             ) from None
         for which, copy in copies.items():
             object.__setattr__(self, which, copy)
+        problem = header_problem(self.input_schema)
+        if problem:
+            raise DefinitionError(f"tool {self.name!r}: {problem}")
 
     @cached_property
     def is_async(self) -> bool:

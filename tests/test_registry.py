@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -212,6 +213,24 @@ def test_x_mcp_header_may_mirror_strings_integers_and_booleans_at_any_depth() ->
     }
     assert header_problem(schema) is None
     ToolDef(name="t", handler=handler, input_schema=schema)
+
+
+def test_a_sub_schema_used_twice_is_read_in_both_places() -> None:
+    address = {"type": "object", "properties": {"zip": {"type": "string", "x-mcp-header": "Zip"}}}
+    schema = {"type": "object", "properties": {"home": address, "work": address}}
+    # A client finds the header twice, and would leave the tool out.
+    with pytest.raises(DefinitionError, match=r"'Zip' of 'work\.zip' repeats that of 'home\.zip'"):
+        ToolDef(name="t", handler=handler, input_schema=schema)
+
+
+def test_a_read_only_mapping_inside_a_schema_is_checked_too() -> None:
+    bad = MappingProxyType({"type": "number", "x-mcp-header": "bad name"})
+    schema = {
+        "type": "object",
+        "properties": {"opts": {"type": "object", "properties": {"n": bad}}},
+    }
+    with pytest.raises(DefinitionError, match=r"x-mcp-header of 'opts\.n' must be an HTTP header"):
+        ToolDef(name="t", handler=handler, input_schema=schema)
 
 
 def test_a_schema_holding_itself_is_not_defined() -> None:
