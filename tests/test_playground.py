@@ -252,10 +252,11 @@ def test_a_name_a_path_cannot_carry_is_linked_and_served_by_query(
 def test_the_app_index_and_the_row_pages_link_to_the_playground(staff: Client) -> None:
     assert f'href="{BASE}"' in page(staff.get("/admin/mcp_app/"))
     assert f'href="{BASE}"' in page(staff.get("/admin/mcp_app/tool/"))
-    row = Tool.objects.create(name="welcome", handler="template", config={"template": "Hi"})
-    assert f'href="{tool_url("welcome")}">Try it' in page(
-        staff.get(f"/admin/mcp_app/tool/{row.pk}/change/")
-    )
+    for name in ("welcome", ".."):
+        row = Tool.objects.create(name=name, handler="template", config={"template": "Hi"})
+        url = f"{BASE}default/tool/?name={name}"
+        assert f'href="{url}">Try it' in page(staff.get(f"/admin/mcp_app/tool/{row.pk}/change/"))
+        assert "Hi" in page(run(staff, url))
 
 
 # -- the form built from the input schema ----------------------------------------------------
