@@ -9,7 +9,6 @@ import math
 import re
 from collections.abc import Callable
 from typing import Any, Final
-from weakref import WeakSet
 
 import orjson
 
@@ -315,8 +314,9 @@ def json_depth(value: Any) -> int:
 # -- encoding ------------------------------------------------------------------------------
 
 
-#: Encoders ``encode()`` may write with orjson first (made by ``encoder(fast=True)``).
-_FAST: WeakSet[json.JSONEncoder] = WeakSet()
+#: The attribute marking an encoder ``encode()`` may write with orjson first (made by
+#: ``encoder(fast=True)``); read on every message, so a plain attribute, not a weak set.
+_FAST = "_mcp_app_orjson"
 #: Values of these types (and subclasses of str, int, dict and list) go to the encoder's own
 #: ``default`` and formats, by the standard encoder, not in orjson's own form.
 _PASSTHROUGH = (
@@ -329,9 +329,12 @@ _PASSTHROUGH = (
 def encoder(*, fast: bool = False, **options: Any) -> json.JSONEncoder:
     """A JSON encoder for messages sent: ``options`` as for ``json.JSONEncoder``, never NaN.
 
-    ``fast``: ``encode()`` writes with orjson whatever orjson writes as this encoder would.
+    ``fast``: ``encode()`` writes with orjson whatever orjson writes as this encoder would (the
+    same JSON; a float's exponent may be spelled ``1e-7`` rather than ``1e-07``).
     For an encoder whose ``default`` writes a UUID as its text and an enum member as its
-    value (as orjson does), with compact separators and non-ASCII kept.
+    value (as orjson does), with compact separators and non-ASCII kept. Two values are written
+    otherwise: an ``orjson.Fragment`` as the raw JSON it holds, and a member of an enum mixed
+    with ``str`` or ``int`` whose value differs from its content, as its value.
 
     Raises:
         ValueError: ``fast`` with options orjson cannot follow.
@@ -346,7 +349,7 @@ def encoder(*, fast: bool = False, **options: Any) -> json.JSONEncoder:
             or (by.item_separator, by.key_separator) != (",", ":")
         ):
             raise ValueError("A fast encoder writes compact JSON with non-ASCII kept")
-        _FAST.add(by)
+        setattr(by, _FAST, True)
     return by
 
 
@@ -358,7 +361,7 @@ def encode(message: Any, by: json.JSONEncoder) -> str:
     any other message (a notification, a request to the client) with ``null`` for such numbers
     and U+FFFD for such characters. Either way it is logged.
     """
-    if by in _FAST:
+    if getattr(by, _FAST, False):
         try:
             data = orjson.dumps(message, option=_PASSTHROUGH)
         except TypeError:

@@ -185,7 +185,7 @@ def meta_headers(meta: dict[str, Any]) -> dict[str, str]:
 
 
 def to_response(reply: Reply) -> HttpResponse:
-    """The reply as Django's ``JsonResponse`` would send it, written compactly."""
+    """The reply as a JSON response, written as events are (``sse.ENCODER``)."""
     if reply.body is None:
         response = HttpResponse(status=reply.status)
         # No body, so no type: Django's default would call it an HTML page.
