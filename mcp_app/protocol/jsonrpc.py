@@ -228,7 +228,7 @@ _DECODER = json.JSONDecoder(parse_constant=_not_json, parse_float=_finite)
 #: orjson reads an integer past 64 bits as a float (and some 19-digit negatives too), where
 #: the standard decoder keeps it whole; a body with a run of 19 digits is left to the latter.
 #: orjson refuses what the standard decoder's hooks refuse (NaN, numbers out of a double's
-#: range) and lone surrogates, and reads everything else alike, many times faster.
+#: range) and lone surrogates, and reads everything else alike, in well under half the time.
 #: The run is found with every digit made a zero: a regular expression takes four times longer.
 _ZERO_DIGITS = bytes.maketrans(b"123456789", b"000000000")
 _LONG_RUN = b"0" * 19
