@@ -11,6 +11,7 @@ from typing import Any, Protocol, TypeAlias
 
 import jsonschema  # type: ignore[import-untyped]
 import jsonschema_specifications  # type: ignore[import-untyped]
+import regex  # type: ignore[import-untyped]
 from referencing import Registry, Resource
 from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
@@ -320,7 +321,7 @@ def _compile_checked(key: str) -> tuple[Any, Any]:
     except jsonschema.exceptions.SchemaError as error:
         raise SchemaError(_describe(error), _pointer(error.absolute_path)) from error
     _check_refs(schema, cls)
-    validator = cls(schema, registry=_REGISTRY, format_checker=_formats(cls))
+    validator = _timed(cls)(schema, registry=_REGISTRY, format_checker=_formats(cls))
     # A reference that leads back to itself before reading any of the instance makes every
     # validation recurse without end: found now, on the simplest instance, not on a call.
     try:
@@ -331,6 +332,62 @@ def _compile_checked(key: str) -> tuple[Any, Any]:
     except Exception:  # what else the trial meets, a real validation reports
         pass
     return validator, _quick_check(schema)
+
+
+#: Longest a ``pattern`` (or a ``patternProperties`` key) may take to match one string. A
+#: pattern that backtracks catastrophically, such as ``^(a+)+$``, would otherwise hold a worker
+#: for minutes on a short argument any client may send; past this, the string is refused.
+PATTERN_SECONDS = 0.25
+_SLOW = "took longer than"
+
+
+def _search(pattern: str, text: str) -> bool:
+    """Whether ``pattern`` is found in ``text``, given ``PATTERN_SECONDS`` at most.
+
+    Raises:
+        TimeoutError: the search took longer.
+    """
+    try:
+        return regex.search(pattern, text, timeout=PATTERN_SECONDS) is not None
+    except regex.error:
+        # A pattern the regex module reads otherwise than re, which checked it as a schema.
+        return re.search(pattern, text) is not None
+
+
+def _pattern(validator: Any, pattern: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    if not validator.is_type(instance, "string"):
+        return
+    try:
+        found = _search(pattern, instance)
+    except TimeoutError:
+        yield jsonschema.ValidationError(f"{_SLOW} {PATTERN_SECONDS} s to match")
+        return
+    if not found:
+        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _pattern_properties(validator: Any, patterns: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in patterns.items():
+        for key, value in instance.items():
+            try:
+                found = _search(pattern, key)
+            except TimeoutError:
+                yield jsonschema.ValidationError(
+                    f"the name {_show(key)} {_SLOW} {PATTERN_SECONDS} s to match {_show(pattern)}"
+                )
+                continue
+            if found:
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+@functools.cache
+def _timed(cls: Any) -> Any:
+    """``cls`` matching ``pattern`` and ``patternProperties`` within ``PATTERN_SECONDS``."""
+    return jsonschema.validators.extend(
+        cls, {"pattern": _pattern, "patternProperties": _pattern_properties}
+    )
 
 
 _LOOP = "the schema refers to itself without end ($ref loop)"
@@ -638,6 +695,8 @@ def _describe(error: Any) -> str:
         case "const":
             return f"expected {_show(value)}"
         case "pattern":
+            if str(error.message).startswith(_SLOW):
+                return f"{_show(instance)} {error.message} {_show(value)}"
             return f"expected a string matching {_show(value)}, got {_show(instance)}"
         case "format":
             return f"not a valid {value}"

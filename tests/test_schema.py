@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from mcp_app.schema import (
+    PATTERN_SECONDS,
     JSONSchemaValidator,
     Problem,
     SchemaError,
@@ -877,3 +878,39 @@ def test_a_value_nested_deeper_than_the_check_can_follow_is_a_problem() -> None:
     [problem] = validate(tree, value)
     assert problem.pointer == ""
     assert "nests too deeply" in problem.message
+
+
+# -- patterns that backtrack without end ------------------------------------------------------
+
+
+@pytest.mark.parametrize("pattern", ["^(a|aa)+$", "^(a|a)*$"])
+def test_a_pattern_that_backtracks_without_end_refuses_the_string_in_time(pattern: str) -> None:
+    # Python's re takes minutes on these; any client could send such a string.
+    schema = {"type": "object", "properties": {"x": {"type": "string", "pattern": pattern}}}
+    started = time.perf_counter()
+    problems = JSONSchemaValidator().problems(schema, {"x": "a" * 60 + "!"})
+    assert time.perf_counter() - started < 5 * PATTERN_SECONDS
+    assert [p.pointer for p in problems] == ["/x"]
+    assert problems[0].message.endswith(
+        f"took longer than {PATTERN_SECONDS} s to match {pattern!r}"
+    )
+    # What matches quickly is answered as before.
+    assert JSONSchemaValidator().problems(schema, {"x": "aaaa"}) == []
+
+
+def test_a_pattern_re_would_backtrack_on_is_matched_at_once() -> None:
+    schema = {"type": "object", "properties": {"x": {"type": "string", "pattern": "^(a+)+$"}}}
+    problems = JSONSchemaValidator().problems(schema, {"x": "a" * 60 + "!"})
+    assert [p.message for p in problems] == [
+        "expected a string matching '^(a+)+$', got '" + "a" * 56 + "..."
+    ]
+
+
+def test_a_pattern_property_that_backtracks_without_end_refuses_the_name_in_time() -> None:
+    schema = {"type": "object", "patternProperties": {"^(a|aa)+$": {"type": "integer"}}}
+    started = time.perf_counter()
+    problems = JSONSchemaValidator().problems(schema, {"a" * 60 + "!": 1, "aa": "two"})
+    assert time.perf_counter() - started < 5 * PATTERN_SECONDS
+    messages = sorted(p.message for p in problems)
+    assert messages[0] == "expected integer, got string"
+    assert "took longer than 0.25 s to match '^(a|aa)+$'" in messages[1]
