@@ -236,7 +236,7 @@ def test_a_cancelled_request_gets_no_response(era: str) -> None:
 
 
 def test_a_task_started_before_the_cancel_is_still_answered() -> None:
-    from mcp_app import run_as_task
+    from mcp_app import run_as_task, tasks
     from mcp_app.protocol.tasks import EXTENSION
 
     own = mcp_app.Server("stdio-cancel-task", rows=False)
@@ -259,6 +259,11 @@ def test_a_task_started_before_the_cancel_is_still_answered() -> None:
     # The task runs on: the client needs its id to follow or cancel it.
     answer = by_id(out.messages())[8]
     assert answer["result"]["resultType"] == "task", answer
+    # Its thread writes how it ended; the test's database is emptied only once it has.
+    deadline = time.monotonic() + 10
+    while answer["result"]["taskId"] in tasks.running():
+        assert time.monotonic() < deadline, "the task did not end"
+        time.sleep(0.01)
 
 
 def test_a_cancelled_requests_id_is_free_at_once() -> None:
