@@ -42,8 +42,8 @@ from . import __version__
 from .fields import holds_unstorable
 from .protocol import versions
 from .protocol.jsonrpc import LONE_SURROGATE
-from .protocol.modern import encode_header_value, header_text
-from .registry import Catalog, PromptDef, ResourceDef, TemplateDef, ToolDef, argument_at
+from .protocol.modern import encode_header_value, mirrored
+from .registry import Catalog, PromptDef, ResourceDef, TemplateDef, ToolDef
 from .server import Server, servers
 from .transport.http import Incoming
 
@@ -163,12 +163,8 @@ def send(
     if method == "tools/call":
         # Arguments a tool marks with x-mcp-header travel in headers too, and must match.
         tool = server.catalog().tool_map.get(str(params.get("name")))
-        arguments = params.get("arguments") or {}
-        if tool is not None and isinstance(arguments, dict):
-            for header, path in tool.header_params.items():
-                value = argument_at(arguments, path)
-                if value is not None:
-                    headers[header] = encode_header_value(header_text(value))
+        if tool is not None:
+            headers.update(mirrored(tool.header_params, params.get("arguments")))
     incoming = Incoming(
         method="POST",
         headers=headers,

@@ -33,8 +33,8 @@ from django.urls import NoReverseMatch, URLPattern, URLResolver, get_resolver, r
 from . import __version__
 from .input import INPUT_METHODS
 from .protocol import versions as revisions
-from .protocol.modern import NAMED, encode_header_value, header_text
-from .registry import argument_at, header_annotations
+from .protocol.modern import NAMED, encode_header_value, header_text, mirrored
+from .registry import header_annotations
 from .server import Server, servers, site
 from .transport.listen import LISTS
 from .transport.views import ENDPOINT_OF
@@ -917,11 +917,8 @@ class _Stateless(_Protocol):
         }
         if method in NAMED_PARAMS:
             headers["Mcp-Name"] = encode_header_value(header_text(params.get(NAMED_PARAMS[method])))
-        arguments = params.get("arguments")
-        for path, name in param_headers.items():
-            value = argument_at(arguments, path)
-            if value is not None:
-                headers[f"Mcp-Param-{name}"] = encode_header_value(header_text(value))
+        named = {f"Mcp-Param-{name}": path for path, name in param_headers.items()}
+        headers.update(mirrored(named, params.get("arguments")))
         body = {
             "jsonrpc": "2.0",
             "id": self.client._new_id(),

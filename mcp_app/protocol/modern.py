@@ -6,7 +6,7 @@ import base64
 import binascii
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -103,6 +103,17 @@ def header_text(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def mirrored(headers: Mapping[str, Sequence[str]], arguments: Any) -> dict[str, str]:
+    """The ``Mcp-Param-*`` headers a client sends for ``arguments``: each header named in
+    ``headers`` with the argument at its path, for the arguments present and not null."""
+    sent: dict[str, str] = {}
+    for header, path in headers.items():
+        value = argument_at(arguments, path)
+        if value is not None:
+            sent[header] = encode_header_value(header_text(value))
+    return sent
 
 
 def _same(header: str, value: Any) -> bool:
