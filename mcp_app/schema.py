@@ -14,7 +14,7 @@ import jsonschema_specifications  # type: ignore[import-untyped]
 import regex  # type: ignore[import-untyped]
 from referencing import Registry, Resource
 from referencing.exceptions import Unresolvable
-from referencing.jsonschema import DRAFT202012
+from referencing.jsonschema import DRAFT202012, specification_with
 
 from .protocol.jsonrpc import json_depth
 
@@ -321,6 +321,7 @@ def _compile_checked(key: str) -> tuple[Any, Any]:
     except jsonschema.exceptions.SchemaError as error:
         raise SchemaError(_describe(error), _pointer(error.absolute_path)) from error
     _check_refs(schema, cls)
+    _check_loops(schema, cls)
     validator = _timed(cls)(schema, registry=_REGISTRY, format_checker=_formats(cls))
     # A reference that leads back to itself before reading any of the instance makes every
     # validation recurse without end: found now, on the simplest instance, not on a call.
@@ -580,6 +581,112 @@ def _check_refs(schema: Schema, cls: Any) -> None:
                     pointer = f"{where[id(contents)]}/{keyword}"
                     raise _unresolvable(error, ref, pointer, keyword) from error
         pending.extend((resolver.in_subresource(sub), sub) for sub in resource.subresources())
+
+
+#: Keywords that apply their subschemas to the very value their own schema checks (rather
+#: than to a property or an item of it): a loop of these never reaches the end of a value.
+_IN_PLACE_ONE = ("not", "if", "then", "else")
+_IN_PLACE_LIST = ("allOf", "anyOf", "oneOf")
+_IN_PLACE_MAP = ("dependentSchemas", "dependencies")
+#: Dialects in which ``$ref`` makes its siblings ignored.
+_REF_ALONE = frozenset(
+    {jsonschema.Draft4Validator, jsonschema.Draft6Validator, jsonschema.Draft7Validator}
+)
+
+
+def _check_loops(schema: Schema, cls: Any) -> None:
+    """Refuse references that lead back to where they start without going into the value.
+
+    Such a loop recurses without end on every value that reaches it, which may be a value only
+    some calls send (a property the trial on ``{}`` does not have); and a loop through ``not``
+    can end in a crash beyond ``RecursionError``. Found here, it is the schema's error at once.
+
+    ``$dynamicRef`` and ``$recursiveRef`` are not followed: where they lead depends on the way
+    taken to them, and their static target would refuse schemas whose dynamic one goes into
+    the value. A loop through them is met on the trial value, or while validating.
+    """
+    walk = _LoopWalk(cls)
+    root = Resource.from_contents(schema, default_specification=walk.specification)
+    order = {id(node): (index, pointer) for index, (pointer, node) in enumerate(_nodes(schema))}
+    pending = [(_REGISTRY.resolver_with_root(root), root)]
+    while pending:
+        resolver, resource = pending.pop()
+        loop = walk.loop_from(resolver, resource)
+        if loop:
+            # Named by its first subschema in the document, whichever the walk entered by.
+            _, pointer = min(order.get(key, (len(order), "")) for key in loop)
+            raise SchemaError(_LOOP, pointer)
+        pending.extend((resolver.in_subresource(sub), sub) for sub in resource.subresources())
+
+
+class _LoopWalk:
+    """Depth-first walks of the in-place keywords of one schema (see ``_check_loops``)."""
+
+    def __init__(self, cls: Any) -> None:
+        self.specification = specification_with(cls.META_SCHEMA.get("$schema", ""))
+        self.keywords = frozenset(cls.VALIDATORS)
+        self.ref_alone = cls in _REF_ALONE
+        #: Subschemas already found to lead to no loop, across walks.
+        self.done: set[int] = set()
+
+    def loop_from(self, resolver: Any, resource: Any) -> list[int]:
+        """The ids of the subschemas on the first loop reached from ``resource``; else empty."""
+        path: list[int] = []
+        on_path: set[int] = set()
+        # None marks the end of the steps from the subschema last put on the path.
+        stack: list[tuple[Any, Any] | None] = [(resolver, resource)]
+        while stack:
+            item = stack.pop()
+            if item is None:
+                self.done.add(path[-1])
+                on_path.discard(path.pop())
+                continue
+            resolver, resource = item
+            key = id(resource.contents)
+            if key in on_path:
+                return path[path.index(key) :]
+            if key in self.done:
+                continue
+            path.append(key)
+            on_path.add(key)
+            stack.append(None)
+            stack.extend(self._steps(resolver, resource.contents))
+        return []
+
+    def _steps(self, resolver: Any, contents: Any) -> Iterator[tuple[Any, Any]]:
+        """The subschemas ``contents`` applies to the value it checks, each with its resolver."""
+        if not isinstance(contents, Mapping):
+            return
+        ref = contents.get("$ref")
+        if isinstance(ref, str):
+            try:
+                resolved = resolver.lookup(ref)
+            except Unresolvable:
+                pass  # reported where it is met (_check_refs, or while validating)
+            else:
+                yield resolved.resolver, self._resource(resolved.contents)
+        if self.ref_alone and "$ref" in contents:
+            return
+        subschemas: list[Any] = []
+        for keyword in _IN_PLACE_ONE:
+            # then and else are read by the if keyword, and only beside it.
+            known = "if" if keyword in ("then", "else") else keyword
+            if known in self.keywords and known in contents and keyword in contents:
+                subschemas.append(contents[keyword])
+        for keyword in _IN_PLACE_LIST:
+            if keyword in self.keywords and isinstance(contents.get(keyword), list):
+                subschemas.extend(contents[keyword])
+        for keyword in _IN_PLACE_MAP:
+            if keyword in self.keywords and isinstance(contents.get(keyword), Mapping):
+                # dependencies also maps names to lists of names, which are no schemas.
+                subschemas.extend(contents[keyword].values())
+        for sub in subschemas:
+            if isinstance(sub, Mapping):
+                child = self._resource(sub)
+                yield resolver.in_subresource(child), child
+
+    def _resource(self, contents: Any) -> Any:
+        return Resource.from_contents(contents, default_specification=self.specification)
 
 
 def _unresolvable(

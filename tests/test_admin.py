@@ -329,6 +329,15 @@ def test_add_a_template_row(admin_client: Client) -> None:
             "input_schema",
             "refers to itself without end",
         ),
+        (
+            {
+                "input_schema": json.dumps(
+                    {"type": "object", "properties": {"a": {"allOf": [{"$ref": "#/properties/a"}]}}}
+                )
+            },
+            "input_schema",
+            "invalid schema at /properties/a: the schema refers to itself without end",
+        ),
         ({"output_schema": "[1]"}, "output_schema", "is an object"),
         ({"annotations": json.dumps({"readOnlyHint": 1})}, "annotations", "/readOnlyHint"),
         ({"icons": json.dumps([{"theme": "neon"}])}, "icons", "Invalid icons"),

@@ -1061,10 +1061,11 @@ def test_resource_not_found_code_depends_on_the_era() -> None:
 def test_a_tool_schema_that_cannot_be_used_is_an_internal_error_naming_it(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    # A loop through $dynamicRef is met only on a value with x (see test_schema).
     schema = {
         "type": "object",
-        "properties": {"x": {"$ref": "#/$defs/a"}},
-        "$defs": {"a": {"$ref": "#/$defs/a"}},
+        "properties": {"x": {"$dynamicRef": "#/$defs/a"}},
+        "$defs": {"a": {"$dynamicRef": "#/$defs/a"}},
     }
     catalog = Catalog(1, tools=[tool("looped", returning("ok"), input_schema=schema)])
     engine = make_engine()

@@ -810,8 +810,119 @@ def test_a_reference_loop_met_on_any_instance_is_refused_when_checked() -> None:
     assert not is_valid_schema(schema)
 
 
-def test_a_reference_loop_met_through_a_value_is_a_schema_error_when_validating() -> None:
-    schema = {"type": "object", "properties": {"x": {"$ref": "#/$defs/a"}}, "$defs": LOOP_DEFS}
+@pytest.mark.parametrize(
+    ("schema", "pointer"),
+    [
+        # Reached only through a property: the trial on {} does not meet it.
+        (
+            {"type": "object", "properties": {"x": {"$ref": "#/$defs/a"}}, "$defs": LOOP_DEFS},
+            "/$defs/a",
+        ),
+        ({"type": "object", "properties": {"x": {"$ref": "#/properties/x"}}}, "/properties/x"),
+        (
+            {"type": "object", "properties": {"x": {"allOf": [{"$ref": "#/properties/x"}]}}},
+            "/properties/x",
+        ),
+        (
+            {
+                "type": "object",
+                "properties": {"x": {"$ref": "#/$defs/a"}},
+                "$defs": {
+                    "a": {"anyOf": [{"type": "string"}, {"$ref": "#/$defs/b"}]},
+                    "b": {"not": {"$ref": "#/$defs/a"}},
+                },
+            },
+            "/$defs/a",
+        ),
+        ({"properties": {"x": {"if": {"$ref": "#/properties/x"}}}}, "/properties/x"),
+        (
+            {"properties": {"x": {"if": {"type": "string"}, "then": {"$ref": "#/properties/x"}}}},
+            "/properties/x",
+        ),
+        (
+            {"properties": {"x": {"if": {"type": "string"}, "else": {"$ref": "#/properties/x"}}}},
+            "/properties/x",
+        ),
+        ({"type": "object", "dependentSchemas": {"x": {"$ref": "#"}}}, ""),
+        (
+            {
+                "$schema": "http://json-schema.org/draft-07/schema#",
+                "dependencies": {"a": ["b"], "x": {"$ref": "#"}},
+            },
+            "",
+        ),
+        (
+            {
+                "$id": "https://example.com/root",
+                "properties": {"x": {"$ref": "other"}},
+                # "#" is other itself, by its $id: not the root, which would go into x.
+                "$defs": {"other": {"$id": "other", "oneOf": [{"$ref": "#"}]}},
+            },
+            "/$defs/other",
+        ),
+    ],
+)
+def test_a_reference_loop_that_never_goes_into_the_value_is_refused_when_checked(
+    schema: dict[str, Any], pointer: str
+) -> None:
+    with pytest.raises(SchemaError, match=r"refers to itself without end") as caught:
+        check_schema(schema)
+    assert caught.value.pointer == pointer
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        # Each step of the loop goes into a property or an item of the value.
+        {"type": "object", "properties": {"x": {"$ref": "#"}}},
+        {"$defs": {"a": {"type": "array", "items": {"$ref": "#/$defs/a"}}}, "$ref": "#/$defs/a"},
+        {"propertyNames": {"$ref": "#"}},
+        {
+            "$id": "https://example.com/root",
+            "properties": {"x": {"$ref": "other"}},
+            "$defs": {"other": {"$id": "other", "oneOf": [{"$ref": "root"}]}},
+        },
+        # Draft 7 ignores a $ref's siblings, so the allOf below never runs.
+        {
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "properties": {"x": {"$ref": "#/definitions/a"}},
+            "definitions": {
+                "a": {"$ref": "#/definitions/b", "allOf": [{"$ref": "#/definitions/a"}]},
+                "b": {},
+            },
+        },
+        # then and else do nothing without if; draft 4 has no if (an unknown keyword there).
+        {"properties": {"x": {"else": {"$ref": "#/properties/x"}}}},
+        {
+            "$schema": "http://json-schema.org/draft-04/schema#",
+            "properties": {"x": {"if": {"$ref": "#/properties/x"}}},
+        },
+        # The dynamic target, the root, goes into the value; the static one, inner, does not.
+        {
+            "$id": "https://example.com/root",
+            "$dynamicAnchor": "meta",
+            "properties": {"x": {"$ref": "inner"}},
+            "$defs": {
+                "inner": {"$id": "inner", "$dynamicAnchor": "meta", "not": {"$dynamicRef": "#meta"}}
+            },
+        },
+        {"$ref": "https://json-schema.org/draft/2020-12/schema"},
+        {
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "$ref": "http://json-schema.org/draft-07/schema#",
+        },
+    ],
+)
+def test_a_recursive_schema_that_goes_into_the_value_is_accepted(schema: dict[str, Any]) -> None:
+    check_schema(schema)
+    validate(schema, {"x": {"x": {}}})
+
+
+def test_a_dynamic_reference_loop_met_through_a_value_is_a_schema_error_when_validating() -> None:
+    # $dynamicRef is not followed by the check (its target depends on the way to it); with a
+    # plain pointer it acts as $ref, so this loops on a value with x.
+    defs = {"a": {"$dynamicRef": "#/$defs/a"}}
+    schema = {"type": "object", "properties": {"x": {"$dynamicRef": "#/$defs/a"}}, "$defs": defs}
     check_schema(schema)  # not met on an empty object
     assert validate(schema, {}) == []
     with pytest.raises(SchemaError, match=r"refers to itself without end"):
