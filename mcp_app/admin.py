@@ -211,6 +211,38 @@ class ResourceAdmin(DefinitionAdmin):
     def wire(self, obj: Resource) -> dict[str, Any] | None:
         return rows.resource_def(obj).wire if obj.enabled else None
 
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> Any:
+        # Called for the confirmation page and again for the deletion itself, by the delete
+        # view and the bulk action alike: the warning shows on the page that asks, and on the
+        # one after.
+        for text in _embedding_warnings(list(objs)):
+            messages.warning(request, text)
+        return super().get_deleted_objects(objs, request)
+
+
+def _embedding_warnings(resources: list[Resource]) -> list[str]:
+    """What prompt rows whose messages embed one of ``resources`` by its URI would lose."""
+    found = []
+    for resource in resources:
+        candidates = PromptMessage.objects.filter(
+            prompt__server=resource.server, resource_uri__contains=resource.uri
+        ).values_list("prompt__name", "resource_uri")
+        # A message's URI is rendered as a template and stripped: only the same text, give or
+        # take the space around it, surely names this resource.
+        names = sorted({name for name, uri in candidates if uri.strip() == resource.uri})
+        if len(names) == 1:
+            found.append(
+                f"The prompt “{names[0]}” embeds the resource {resource.uri}; once the "
+                "resource is deleted, getting the prompt fails."
+            )
+        elif names:
+            listed = ", ".join(f"“{name}”" for name in names)
+            found.append(
+                f"The prompts {listed} embed the resource {resource.uri}; once the resource "
+                "is deleted, getting them fails."
+            )
+    return found
+
 
 @admin.register(ResourceTemplate)
 class ResourceTemplateAdmin(DefinitionAdmin):

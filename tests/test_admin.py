@@ -581,3 +581,57 @@ def test_content_is_saved_as_typed_with_its_whitespace(admin_client: Client) -> 
     message = {"order": "0", "role": "user", "text": body, "resource_uri": ""}
     assert admin_client.post(url("prompt"), prompt_data(messages=[message])).status_code == 302
     assert Prompt.objects.get().messages.get().text == body
+
+
+# -- deleting a resource a prompt embeds ---------------------------------------------------
+
+
+def embedded_in(prompt_name: str, uri: str, server: str = "default") -> None:
+    prompt = Prompt.objects.create(server=server, name=prompt_name)
+    PromptMessage.objects.create(prompt=prompt, role="user", resource_uri=uri)
+
+
+def warnings_of(response: Any) -> list[str]:
+    return [str(m) for m in response.context["messages"] if m.level_tag == "warning"]
+
+
+def test_deleting_a_resource_a_prompt_embeds_warns_before_and_after(admin_client: Client) -> None:
+    resource = Resource.objects.create(server="default", uri="notes://one", name="one", text="x")
+    embedded_in("brief", " notes://one ")
+    embedded_in("also", "notes://one")
+    embedded_in("other", "notes://one/more")  # another URI
+    embedded_in("templated", "notes://{{ topic }}")  # not known to name it
+    path = f"/admin/mcp_app/resource/{resource.pk}/delete/"
+    expected = (
+        "The prompts “also”, “brief” embed the resource notes://one; once the resource "
+        "is deleted, getting them fails."
+    )
+
+    asking = admin_client.get(path)
+    assert warnings_of(asking) == [expected]
+
+    done = admin_client.post(path, {"post": "yes"}, follow=True)
+    assert not Resource.objects.filter(pk=resource.pk).exists()
+    assert warnings_of(done) == [expected]
+
+
+def test_the_bulk_delete_warns_of_each_embedded_resource(admin_client: Client) -> None:
+    one = Resource.objects.create(server="default", uri="notes://one", name="one", text="x")
+    two = Resource.objects.create(server="default", uri="notes://two", name="two", text="x")
+    embedded_in("brief", "notes://one")
+    embedded_in("elsewhere", "notes://two", server="other")  # another server's prompt
+    response = admin_client.post(
+        "/admin/mcp_app/resource/",
+        {"action": "delete_selected", "_selected_action": [one.pk, two.pk]},
+    )
+    assert warnings_of(response) == [
+        "The prompt “brief” embeds the resource notes://one; once the resource is deleted, "
+        "getting the prompt fails."
+    ]
+
+
+def test_deleting_a_resource_no_prompt_embeds_gives_no_warning(admin_client: Client) -> None:
+    resource = Resource.objects.create(server="default", uri="notes://one", name="one", text="x")
+    response = admin_client.get(f"/admin/mcp_app/resource/{resource.pk}/delete/")
+    assert response.status_code == 200
+    assert warnings_of(response) == []
