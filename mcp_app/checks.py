@@ -48,6 +48,7 @@ NUMBERS = (
     "DELIVERY_RETENTION_SECONDS",
     "AUDIT_BATCH_SIZE",
     "AUDIT_MAX_PENDING",
+    "ROW_TEMPLATE_MAX_CHARS",
 )
 #: Settings of seconds that may also be 0, and what 0 does.
 ZERO_ALLOWED = {

@@ -100,6 +100,9 @@ DEFAULTS: dict[str, Any] = {
     # The tag libraries a row's Django template may {% load %}, of those the site has: not
     # all, since a library such as cache reaches beyond the template (the site's cache).
     "ROW_TEMPLATE_LIBRARIES": ["humanize", "i18n", "l10n", "tz"],
+    # The longest text a row's Django template may render, in characters; its loops may run as
+    # many rounds, and none of its filters may make a longer text (an error, not a truncation).
+    "ROW_TEMPLATE_MAX_CHARS": 1_000_000,
     # Longest a worker trusts what it read of the catalog's generation or of a session without
     # reading it again, for changes no signal or delivery backend reports; 0: on every call.
     "RECHECK_SECONDS": 1.0,
@@ -381,6 +384,10 @@ class Settings:
     @_setting
     def ROW_TEMPLATE_LIBRARIES(self) -> tuple[str, ...]:
         return tuple(str(v) for v in self._get("ROW_TEMPLATE_LIBRARIES") or ())
+
+    @_setting
+    def ROW_TEMPLATE_MAX_CHARS(self) -> int:
+        return int(self._get("ROW_TEMPLATE_MAX_CHARS"))
 
 
 conf = Settings()

@@ -7,10 +7,12 @@ import functools
 import itertools
 import logging
 import re
+import sys
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connections, router, transaction
@@ -18,6 +20,7 @@ from django.db.models import F, Prefetch, Q
 
 from .conf import conf
 from .exceptions import AlreadyRegistered, DefinitionError
+from .protocol.jsonrpc import InvalidParams
 from .recent import Recent
 from .registry import KINDS, PromptArgument, PromptDef, ResourceDef, TemplateDef, ToolDef
 from .server import channel_name, servers
@@ -31,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = [
     "RowAccess",
     "RowHandler",
+    "TemplateTooLarge",
     "access",
     "code_keys",
     "compile_template",
@@ -122,6 +126,24 @@ def get_handler(name: str) -> RowHandler | None:
 # -- Django templates written by staff ---------------------------------------------------
 
 
+class TemplateTooLarge(InvalidParams, ValueError):
+    """A row's template would render more than ``ROW_TEMPLATE_MAX_CHARS`` allows.
+
+    Raised before the text is made where its size is known beforehand. A prompt or resource
+    template answers it as an invalid-params error (-32602), the ``template`` tool handler
+    as an ``isError`` result.
+    """
+
+    def __init__(self, limit: int, *, rounds: bool = False) -> None:
+        setting = "MCP_APP['ROW_TEMPLATE_MAX_CHARS']"
+        if rounds:
+            message = f"The template's loops would run more than {setting} ({limit:,}) rounds"
+        else:
+            message = f"The template's output would be longer than {setting} ({limit:,} characters)"
+        super().__init__(message)
+        self.limit = limit
+
+
 @functools.cache
 def _engine(allowed: tuple[str, ...]) -> Any:
     from django.template import Engine, engines
@@ -140,7 +162,10 @@ def _engine(allowed: tuple[str, ...]) -> Any:
     # No loaders: a row's template cannot {% include %} files from the server's disk, and
     # no autoescaping: the output is text for a model, not HTML.
     engine = Engine(loaders=[], libraries=libraries, autoescape=False)
-    engine.template_builtins = [_without_withheld(library) for library in engine.template_builtins]
+    engine.template_builtins = [_guarded(library) for library in engine.template_builtins]
+    engine.template_libraries = {
+        name: _guarded(library) for name, library in engine.template_libraries.items()
+    }
     return engine
 
 
@@ -149,19 +174,366 @@ def _engine(allowed: tuple[str, ...]) -> Any:
 WITHHELD_TAGS = frozenset({"debug"})
 
 
-def _without_withheld(library: Any) -> Any:
+def _guarded(library: Any) -> Any:
+    """A copy of a tag library for rows' templates: without the withheld tags, and bounded.
+
+    Every filter's result is held to ``ROW_TEMPLATE_MAX_CHARS`` once made, which stops a
+    chain of filters that each make their text a few times longer. The filters and tags whose
+    arguments alone can ask for any size (a width, a precision, a count, a separator repeated
+    per item) are checked before Django's own function runs, which then runs unchanged.
+    """
     from django.template import Library
 
-    if not WITHHELD_TAGS & set(library.tags):
-        return library
-    kept = Library()
-    kept.tags = {name: tag for name, tag in library.tags.items() if name not in WITHHELD_TAGS}
-    kept.filters = dict(library.filters)
-    return kept
+    checks, tags = _guards()
+    guarded = Library()
+    guarded.tags = {
+        name: tags[tag](tag) if tag in tags else tag
+        for name, tag in library.tags.items()
+        if name not in WITHHELD_TAGS
+    }
+    guarded.filters = {
+        name: _bounded(function, checks.get(function)) for name, function in library.filters.items()
+    }
+    return guarded
+
+
+@functools.cache
+def _guards() -> tuple[dict[Any, Callable[..., None]], dict[Any, Callable[[Any], Any]]]:
+    """The checks run before Django's amplifying filters, and the wrappers of its amplifying
+    tags, keyed by Django's own functions (a library's filter of the same name is not them)."""
+    from django.template import defaultfilters, defaulttags
+
+    checks: dict[Any, Callable[..., None]] = {
+        defaultfilters.ljust: _check_width,
+        defaultfilters.rjust: _check_width,
+        defaultfilters.center: _check_width,
+        defaultfilters.floatformat: _check_precision,
+        defaultfilters.stringformat: _check_format,
+        defaultfilters.join: _check_join,
+        defaultfilters.add: _check_add,
+    }
+    tags: dict[Any, Callable[[Any], Any]] = {
+        defaulttags.do_for: functools.partial(_checked_tag, attribute="sequence", check=_rounds),
+        defaulttags.lorem: functools.partial(_checked_tag, attribute="count", check=_check_lorem),
+    }
+    return checks, tags
+
+
+# The rendering's meter. Where output is made, by nodes nested in one another, Django has no
+# single place to count it: each node's render is wrapped, and counts what it returned less
+# what the nodes rendered inside it returned (already counted). Loops are counted when they
+# start, by the length of their sequence, so that nested loops stop even with no output.
+
+
+@dataclass
+class _Meter:
+    limit: int
+    chars: int = 0
+    rounds: int = 0
+    #: What the nodes rendered so far returned, for a node to tell its own output apart.
+    returned: int = 0
+    #: The first refusal, raised again once the node it came up in returns: Django reads an
+    #: error within {% if a == b %} as false, and {% lorem %} a ValueError as a count of one.
+    refused: TemplateTooLarge | None = None
+
+
+_meter: ContextVar[_Meter | None] = ContextVar("mcp_app_row_template_meter", default=None)
+
+
+def _limit() -> int:
+    meter = _meter.get()
+    return conf.ROW_TEMPLATE_MAX_CHARS if meter is None else meter.limit
+
+
+def _refuse(limit: int, *, rounds: bool = False) -> NoReturn:
+    error = TemplateTooLarge(limit, rounds=rounds)
+    meter = _meter.get()
+    if meter is not None and meter.refused is None:
+        meter.refused = error
+    raise error
+
+
+def _metered_template(template: Any) -> Any:
+    """``template``, its rendering counted against ``ROW_TEMPLATE_MAX_CHARS``."""
+    from django.template.base import Node
+
+    for node in template.nodelist.get_nodes_by_type(Node):
+        node.render_annotated = _metered_node(node.render_annotated)
+    render = template.render
+
+    def metered_render(context: Any = None) -> str:
+        meter = _Meter(conf.ROW_TEMPLATE_MAX_CHARS)
+        token = _meter.set(meter)
+        try:
+            output: str = render(context)
+        except Exception as exc:
+            # Some tags turn an error into another ({% widthratio %}: a syntax error), or
+            # read it as false ({% if %}): the refusal is what the reader should see.
+            if meter.refused is None or exc is meter.refused:
+                raise
+            raise meter.refused from exc
+        finally:
+            _meter.reset(token)
+        if meter.refused is not None:
+            raise meter.refused
+        return output
+
+    template.render = metered_render
+    return template
+
+
+def _metered_node(render: Callable[[Any], str]) -> Callable[[Any], str]:
+    def render_annotated(context: Any) -> str:
+        meter = _meter.get()
+        if meter is None:
+            return render(context)
+        before = meter.returned
+        output = render(context)
+        if meter.refused is not None:
+            raise meter.refused
+        own = len(output) - (meter.returned - before)
+        meter.returned = before + len(output)
+        if own > 0:
+            meter.chars += own
+            if meter.chars > meter.limit:
+                _refuse(meter.limit)
+        return output
+
+    return render_annotated
+
+
+def _bounded(function: Callable[..., Any], check: Callable[..., None] | None) -> Any:
+    @functools.wraps(function)
+    def bounded(value: Any, *args: Any, **kwargs: Any) -> Any:
+        limit = _limit()
+        if check is not None:
+            check(limit, value, *args, **kwargs)
+        result = function(value, *args, **kwargs)
+        if isinstance(result, str | list | tuple) and len(result) > limit:
+            _refuse(limit)
+        return result
+
+    return bounded
+
+
+def _text_size(value: Any, limit: int) -> int:
+    """About the length of the text ``value`` makes (its strings, and one for each other item),
+    counted no further than past ``limit``: a list may hold one long string many times."""
+    total = 0
+    pending = [value]
+    while pending and total <= limit:
+        item = pending.pop()
+        if isinstance(item, str):
+            total += len(item)
+        elif isinstance(item, list | tuple | dict):
+            total += len(item)
+            if total <= limit:
+                pending.extend(item)
+                if isinstance(item, dict):
+                    pending.extend(item.values())
+        else:
+            total += 1
+    return total
+
+
+def _integer(value: Any) -> int | None:
+    """``value`` as a filter's ``int()`` reads it, or ``None`` where that fails; digits past
+    the length ``int()`` takes, or an infinity, count as more than any limit."""
+    try:
+        return int(value)
+    except OverflowError:
+        return sys.maxsize
+    except (TypeError, ValueError):
+        return sys.maxsize if str(value).strip().isdigit() else None
+
+
+def _check_width(limit: int, value: Any, width: Any = None) -> None:
+    number = _integer(width)
+    if number is not None and number > limit:
+        _refuse(limit)
+
+
+def _check_precision(limit: int, value: Any, precision: Any = -1) -> None:
+    if isinstance(precision, str):
+        precision = precision.rstrip("gu") or -1  # "g": grouped, "u": unlocalized
+    number = _integer(precision)
+    if number is not None and abs(number) > limit:
+        _refuse(limit)
+
+
+def _check_join(limit: int, items: Any, separator: Any, autoescape: bool = True) -> None:
+    if not hasattr(items, "__len__") or len(items) < 2:
+        return  # the one item is the result, which is checked
+    if autoescape:
+        separator = str(separator)  # as conditional_escape() makes it, or longer
+    elif not isinstance(separator, str) or not all(isinstance(item, str) for item in items):
+        return  # str.join() fails, and join answers the items unjoined
+    # What the text comes to at least (escaping only adds), before it is made.
+    total = len(separator) * (len(items) - 1)
+    if total <= limit:
+        total += sum(len(item) for item in items if isinstance(item, str))
+    if total > limit:
+        _refuse(limit)
+
+
+def _check_add(limit: int, value: Any, other: Any) -> None:
+    # Lists added to themselves double at each step, holding the same strings again: what
+    # {{ list }} then makes grows with the strings, not with the list.
+    concatenated = (isinstance(value, list) and isinstance(other, list)) or (
+        isinstance(value, tuple) and isinstance(other, tuple)
+    )
+    if concatenated and _text_size(value, limit) + _text_size(other, limit) > limit:
+        _refuse(limit)
+
+
+#: A printf-style conversion after its mapping key, as Python reads it: flags, width,
+#: precision, length modifier and type (ASCII digits only, as Python's own parser).
+_CONVERSION = re.compile(r"[-+ #0]*(\*|[0-9]+)?(?:\.(\*|[0-9]*))?[hlL]?.?", re.DOTALL)
+_PARENS = re.compile(r"[()]")
+
+
+def _conversions(format_: str) -> Iterator[tuple[str, str | None, str | None, bool]]:
+    """The conversions of a printf-style format: their text, width and precision digits, and
+    whether they name a mapping key; up to an unclosed key, which Python refuses."""
+    start = format_.find("%")
+    while start != -1:
+        at = start + 1
+        keyed = format_.startswith("(", at)
+        if keyed:
+            depth = 0
+            for paren in _PARENS.finditer(format_, at):
+                depth += 1 if paren[0] == "(" else -1
+                if not depth:
+                    at = paren.end()
+                    break
+            else:
+                return
+        match = _CONVERSION.match(format_, at)
+        width, precision = match.groups() if match else (None, None)
+        end = match.end() if match else at
+        yield format_[start:end], width, precision, keyed
+        start = format_.find("%", end)
+
+
+def _digits(text: str | None) -> int:
+    if not text or text == "*":
+        return 0
+    text = text.lstrip("0")
+    return int(text) if len(text) < 19 else sys.maxsize
+
+
+def _check_format(limit: int, value: Any, specifier: Any) -> None:
+    if isinstance(value, tuple):
+        value = str(value)  # as stringformat does
+    total = 0
+    made: dict[str, int] = {}
+    for text, width, precision, keyed in _conversions("%" + str(specifier)):
+        if _digits(width) > limit or _digits(precision) > limit:
+            _refuse(limit)
+        if not keyed:
+            continue
+        # A key may come back any number of times; each conversion is made alone (once per
+        # distinct one), and what they add up to is checked before the whole is made.
+        size = made.get(text)
+        if size is None:
+            try:
+                size = made[text] = len(text % value)
+            except Exception:
+                return  # Python stops at this conversion too, and stringformat answers for it
+        total += size
+        if total > limit:
+            _refuse(limit)
+
+
+class _Checked:
+    """A tag's expression whose value goes through ``check`` when the tag resolves it."""
+
+    def __init__(self, expression: Any, check: Callable[[Any], Any]) -> None:
+        self.expression = expression
+        self.check = check
+
+    def resolve(self, context: Any, ignore_failures: bool = False) -> Any:
+        return self.check(self.expression.resolve(context, ignore_failures))
+
+    def __str__(self) -> str:
+        return str(self.expression)
+
+
+def _checked_tag(
+    tag: Callable[..., Any], *, attribute: str, check: Callable[[Any, Any], Any]
+) -> Callable[..., Any]:
+    """Django's ``tag``, its node resolving ``attribute`` through ``check(node, value)``."""
+
+    @functools.wraps(tag)
+    def compile_tag(parser: Any, token: Any) -> Any:
+        node = tag(parser, token)
+        expression = getattr(node, attribute)
+        setattr(node, attribute, _Checked(expression, functools.partial(check, node)))
+        return node
+
+    return compile_tag
+
+
+def _rounds(node: Any, values: Any) -> Any:
+    """A {% for %} loop's values, its rounds counted before it runs them."""
+    limit = _limit()
+    if values is not None and not hasattr(values, "__len__"):
+        # Django lists them; only as far as past the limit, as an iterator may not end.
+        try:
+            iterator = iter(values)
+        except TypeError:
+            return values  # Django's list() fails as it did
+        values = list(itertools.islice(iterator, limit + 1))
+    if values is None:
+        return values
+    meter = _meter.get()
+    rounds = len(values) + (meter.rounds if meter is not None else 0)
+    if rounds > limit:
+        _refuse(limit, rounds=True)
+    if meter is not None:
+        meter.rounds = rounds
+    return values
+
+
+@functools.cache
+def _lorem_longest() -> tuple[int, int, int]:
+    """The longest text one {% lorem %} word, one paragraph and the common first paragraph
+    make, separators included."""
+    from django.utils import lorem_ipsum
+
+    word = max(len(w) for w in (*lorem_ipsum.WORDS, *lorem_ipsum.COMMON_WORDS)) + len(" ")
+    # django.utils.lorem_ipsum: a sentence is 1-5 sections of 3-12 distinct words joined by
+    # ", ", ended by "." or "?"; a paragraph is 1-4 sentences joined by " ".
+    section = sum(sorted(len(w) for w in lorem_ipsum.WORDS)[-12:]) + 11
+    sentence = 5 * section + 4 * len(", ") + 1
+    around = len("<p></p>\n\n")
+    return word, 4 * sentence + 3 + around, len(lorem_ipsum.COMMON_P) + around
+
+
+def _check_lorem(node: Any, count: Any) -> Any:
+    # Held to the longest text the count could make, so that a count is refused or not
+    # whatever words chance picks.
+    try:
+        number = int(count)
+    except (TypeError, ValueError):
+        return count  # {% lorem %} makes one
+    word, paragraph, common = _lorem_longest()
+    if node.method == "w":
+        longest = number * word
+    elif node.common and number > 0:
+        longest = common + (number - 1) * paragraph
+    else:
+        longest = number * paragraph
+    limit = _limit()
+    if longest > limit:
+        _refuse(limit)
+    return count
 
 
 def compile_template(source: str) -> Template:
     """Compile a row's Django template (cached by its source).
+
+    Its rendering is held to ``ROW_TEMPLATE_MAX_CHARS``.
 
     Raises:
         TemplateSyntaxError: the template does not compile, or loads a library that
@@ -172,7 +544,7 @@ def compile_template(source: str) -> Template:
 
 @functools.lru_cache(maxsize=1024)
 def _compiled(source: str, allowed: tuple[str, ...]) -> Template:
-    return _engine(allowed).from_string(source)  # type: ignore[no-any-return]
+    return _metered_template(_engine(allowed).from_string(source))  # type: ignore[no-any-return]
 
 
 def render_template(source: str, values: Mapping[str, Any]) -> str:
@@ -180,6 +552,8 @@ def render_template(source: str, values: Mapping[str, Any]) -> str:
 
     Raises:
         TemplateSyntaxError: the template does not compile.
+        TemplateTooLarge: the output, a filter's result or the loops' rounds would pass
+            ``ROW_TEMPLATE_MAX_CHARS``.
     """
     from django.template import Context
 
@@ -220,9 +594,16 @@ def _check_template_config(config: Any) -> None:
     label='Django template (config: {"template": "..."}, rendered with the arguments)',
     check=_check_template_config,
 )
-def _template_tool(arguments: Mapping[str, Any], context: Any) -> str:
+def _template_tool(arguments: Mapping[str, Any], context: Any) -> Any:
     """The built-in handler: the row's ``config["template"]`` rendered with the arguments."""
-    return render_template(context.config["template"], arguments)
+    from .content import tool_error
+
+    try:
+        return render_template(context.config["template"], arguments)
+    except TemplateTooLarge as exc:
+        # For the model to read and ask for less, even with TOOL_ERROR_DETAILS off: the
+        # message tells of a setting, nothing of the server's data.
+        return tool_error(str(exc))
 
 
 # -- the generation and change notifications ---------------------------------------------

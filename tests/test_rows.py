@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import logging
+import random
 import time
 from collections.abc import Iterator
 from types import SimpleNamespace
@@ -675,3 +677,212 @@ def test_of_two_template_rows_of_one_shape_the_first_is_listed(
     names = [template.name for template in listed]
     assert "a" in names and "b" not in names
     assert "is shadowed by a definition listed before it" in caplog.text
+
+
+# -- the size of what a row's template renders -----------------------------------------------
+
+#: A hundred times the default ROW_TEMPLATE_MAX_CHARS.
+HUGE = 10**8
+
+
+@pytest.fixture
+def cap(settings: Any) -> int:
+    """A ROW_TEMPLATE_MAX_CHARS of 1,000, for boundaries quick to reach."""
+    settings.MCP_APP = {**getattr(settings, "MCP_APP", {}), "ROW_TEMPLATE_MAX_CHARS": 1000}
+    return 1000
+
+
+def django_render(source: str, values: dict[str, Any]) -> str:
+    """``source`` as Django's own engine renders it, unescaped as a row's template is."""
+    from django.template import Context, Engine
+
+    return Engine(autoescape=False).from_string(source).render(Context(values, autoescape=False))
+
+
+def refusal(source: str, values: dict[str, Any]) -> str:
+    """The message refusing to render ``source`` with ``values``, which comes within a second."""
+    started = time.monotonic()
+    with pytest.raises(rows.TemplateTooLarge) as refused:
+        rows.render_template(source, values)
+    assert time.monotonic() - started < 1
+    return str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("source", "values"),
+    [
+        ("{{ text|ljust:width }}", {"text": "a", "width": HUGE}),
+        ("{{ text|rjust:width }}", {"text": "a", "width": str(HUGE)}),
+        # More digits than int() reads: a width past any cap, not a crash.
+        ("{{ text|center:width }}", {"text": "a", "width": "9" * 5000}),
+        ("{% lorem count w %}", {"count": HUGE // 10}),
+        ("{% lorem count p %}", {"count": 10_000}),
+        ("{% lorem count b random %}", {"count": 10_000}),
+        ("{{ n|stringformat:spec }}", {"n": 7, "spec": f"0{HUGE}d"}),
+        ("{{ n|stringformat:spec }}", {"n": 7.5, "spec": f".{HUGE}f"}),
+        ("{{ n|stringformat:'0100000000d' }}", {"n": 7}),
+        # One key again and again: each conversion is small, together they are not.
+        (
+            "{{ person|stringformat:spec }}",
+            {"person": {"name": "x" * 10_000}, "spec": "(name)s" + "%(name)s" * 999},
+        ),
+        ("{{ n|floatformat:precision }}", {"n": 1.5, "precision": HUGE}),
+        ("{{ n|floatformat:precision }}", {"n": 1.5, "precision": f"{HUGE}gu"}),
+        ("{{ items|join:separator }}", {"items": ["a"] * 100_000, "separator": "-" * 1000}),
+        ("{{ text|join:separator }}", {"text": "a" * 100_000, "separator": "-" * 1000}),
+        # A list added to itself holds its long string twice, four times, eight times...
+        (
+            "{% with b=a|add:a %}{% with c=b|add:b %}{% with d=c|add:c %}{{ d }}"
+            "{% endwith %}{% endwith %}{% endwith %}",
+            {"a": ["x" * 200_000]},
+        ),
+        # 10**12 rounds that make nothing: refused when the second loop starts.
+        ("{% for a in s %}{% for b in s %}{% endfor %}{% endfor %}", {"s": "x" * 10**6}),
+    ],
+)
+def test_amplifiers_are_refused_before_they_make_their_text(
+    source: str, values: dict[str, Any]
+) -> None:
+    assert refusal(source, values).startswith("The template's ")
+
+
+@pytest.mark.parametrize(
+    ("source", "fits", "too_long"),
+    [
+        ("{{ t|ljust:w }}", {"t": "a", "w": 1000}, {"t": "a", "w": 1001}),
+        ("{{ t|rjust:w }}", {"t": "a", "w": "1000"}, {"t": "a", "w": "1001"}),
+        ("{{ t|center:w }}", {"t": "a", "w": 1000.0}, {"t": "a", "w": 1001.0}),
+        ("{{ n|stringformat:s }}", {"n": 5, "s": "01000d"}, {"n": 5, "s": "01001d"}),
+        # "0." and the digits: the precision is within the cap, the text is not.
+        ("{{ n|stringformat:s }}", {"n": 0.5, "s": ".998f"}, {"n": 0.5, "s": ".999f"}),
+        (
+            "{{ d|stringformat:s }}",
+            {"d": {"k": "0123456789"}, "s": "(k)s" + "%(k)s" * 99},
+            {"d": {"k": "0123456789"}, "s": "(k)s" + "%(k)s" * 100},
+        ),
+        ("{{ n|floatformat:p }}", {"n": 1.5, "p": 998}, {"n": 1.5, "p": 999}),
+        ("{{ n|floatformat:p }}", {"n": 1.5, "p": "-998"}, {"n": 1.5, "p": "-1001"}),
+        (
+            "{{ items|join:sep }}",
+            {"items": ["abcdefgh"] * 100, "sep": ".."},
+            {"items": ["abcdefgh"] * 101, "sep": ".."},
+        ),
+        (
+            "{% with b=a|add:a %}{{ b|length }}{% endwith %}",
+            {"a": ["x" * 499]},
+            {"a": ["x" * 500]},
+        ),
+        ("{{ t }}{{ t }}", {"t": "x" * 500}, {"t": "x" * 501}),
+        ("{% for c in s %}{{ c }}{% endfor %}", {"s": "x" * 1000}, {"s": "x" * 1001}),
+        # 31 + 31 * 31 rounds; 32 + 32 * 32 are too many.
+        (
+            "{% for a in s %}{% for b in s %}.{% endfor %}{% endfor %}",
+            {"s": "x" * 31},
+            {"s": "x" * 32},
+        ),
+        # Each filter's result is held to the cap, however short what is shown of it.
+        ("{{ t|upper|length }}", {"t": "x" * 1000}, {"t": "x" * 1001}),
+        ("{{ t|make_list|length }}", {"t": "x" * 1000}, {"t": "x" * 1001}),
+        # "é" is "%C3%A9", then "%25C3%25A9": ten characters, then fourteen.
+        ("{{ t|urlencode|urlencode }}", {"t": "é" * 100}, {"t": "é" * 101}),
+        ("{{ t|urlencode|urlencode|urlencode }}", {"t": "é" * 71}, {"t": "é" * 72}),
+        (
+            "{{ nested|unordered_list }}",
+            {"nested": ["a" * 100, ["x" * 100] * 7]},
+            {"nested": ["a" * 100, ["x" * 100] * 8]},
+        ),
+    ],
+)
+def test_within_the_cap_django_answers_and_past_it_the_template_is_refused(
+    cap: int, source: str, fits: dict[str, Any], too_long: dict[str, Any]
+) -> None:
+    assert rows.render_template(source, fits) == django_render(source, fits)
+    assert "MCP_APP['ROW_TEMPLATE_MAX_CHARS'] (1,000" in refusal(source, too_long)
+
+
+def test_lorem_is_held_to_the_longest_text_its_count_could_make(cap: int) -> None:
+    # The longest lorem word is 14 letters: 66 words and their spaces fit, 67 might not.
+    for source in ("{% lorem 66 w random %}", "{% lorem %}", "{% lorem 1 p %}", "{% lorem 0 %}"):
+        random.seed(source)
+        ours = rows.render_template(source, {})
+        random.seed(source)
+        assert ours == django_render(source, {})
+    # A random paragraph may reach thousands of characters; {% lorem %} reads an error in its
+    # count as a count of one, and the refusal still comes through.
+    for source in ("{% lorem 67 w %}", "{% lorem 2 %}", "{% lorem 1 p random %}"):
+        refusal(source, {})
+
+
+def test_loops_that_make_nothing_still_stop(cap: int) -> None:
+    source = "{% for a in s %}{% for b in s %}{% if b == a %}{% endif %}{% endfor %}{% endfor %}"
+    # Without the count, 3,000 rounds of 3,000: nine million, for an empty text.
+    assert refusal(source, {"s": "x" * 3000}) == (
+        "The template's loops would run more than MCP_APP['ROW_TEMPLATE_MAX_CHARS'] (1,000) rounds"
+    )
+    # An iterator is read only as far as past the cap, as it may not end.
+    assert refusal("{% for n in numbers %}{% endfor %}", {"numbers": itertools.count()})
+
+
+def test_a_refusal_is_not_read_as_false_nor_turned_into_another_error(cap: int) -> None:
+    values = {"t": "a", "w": 1001}
+    # Django reads an error within {% if a == b %} as false, and {% widthratio %} turns one
+    # into a syntax error: the reader sees the refusal all the same.
+    assert django_render("{% if t|ljust:w == 'a' %}yes{% else %}no{% endif %}", values) == "no"
+    refusal("{% if t|ljust:w == 'a' %}yes{% else %}no{% endif %}", values)
+    refusal("{% widthratio t|ljust:w 1 1 %}", values)
+
+
+def test_the_cap_is_the_setting(settings: Any) -> None:
+    assert rows.render_template("{{ t|ljust:1000000 }}", {"t": "a"}) == "a".ljust(10**6)
+    assert refusal("{{ t|ljust:1000001 }}", {"t": "a"}).endswith("(1,000,000 characters)")
+    settings.MCP_APP = {**getattr(settings, "MCP_APP", {}), "ROW_TEMPLATE_MAX_CHARS": 20}
+    assert rows.render_template("{{ t|ljust:20 }}", {"t": "a"}) == "a".ljust(20)
+    assert refusal("{{ t|ljust:21 }}", {"t": "a"}).endswith("(20 characters)")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_refusal_reaches_the_client_as_a_readable_error(settings: Any) -> None:
+    settings.MCP_APP = {
+        **getattr(settings, "MCP_APP", {}),
+        "ROW_TEMPLATE_MAX_CHARS": 1000,
+        "TOOL_ERROR_DETAILS": False,
+    }
+    Tool.objects.create(
+        name="pad",
+        handler="template",
+        config={"template": "{{ text|ljust:width }}"},
+        input_schema={
+            "type": "object",
+            "properties": {"text": {"type": "string"}, "width": {"type": "integer"}},
+        },
+    )
+    prompt = Prompt.objects.create(name="padded")
+    PromptArgument.objects.create(prompt=prompt, name="width", required=True)
+    PromptMessage.objects.create(prompt=prompt, text="{{ 'a'|ljust:width }}")
+    ResourceTemplate.objects.create(
+        name="pad", uri_template="pad://{width}", text="{{ 'a'|ljust:width }}"
+    )
+    message = (
+        "The template's output would be longer than MCP_APP['ROW_TEMPLATE_MAX_CHARS'] "
+        "(1,000 characters)"
+    )
+    client = Client()
+    fits = call(client, "tools/call", {"name": "pad", "arguments": {"text": "a", "width": 1000}})
+    assert fits["result"]["content"] == [{"type": "text", "text": "a".ljust(1000)}]
+    assert "isError" not in fits["result"]
+    # An isError result the model can read, though TOOL_ERROR_DETAILS is off: the message
+    # tells of a setting, nothing of the server.
+    too_long = {"name": "pad", "arguments": {"text": "a", "width": 1001}}
+    refused = call(client, "tools/call", too_long)["result"]
+    assert refused["content"] == [{"type": "text", "text": message}]
+    assert refused["isError"] is True
+    for method, params in (
+        ("prompts/get", {"name": "padded", "arguments": {"width": "1001"}}),
+        ("resources/read", {"uri": "pad://1001"}),
+    ):
+        body, headers = modern_request(method, params)
+        response = client.post(
+            "/mcp", data=json.dumps(body), content_type="application/json", headers=headers
+        )
+        assert response.status_code == 200
+        assert response.json()["error"] == {"code": -32602, "message": message}
