@@ -29,7 +29,6 @@ from .models import (
     Tool,
     ToolCall,
 )
-from .server import servers
 
 JSON_FIELD = {"form_class": PrettyJSONField, "widget": JSONTextarea}
 ACCESS: tuple[str, Any] = (
@@ -171,8 +170,7 @@ class ToolAdmin(DefinitionAdmin):
         if not obj.enabled:
             return None
         if obj.overrides_code:
-            server = servers.get(obj.server)
-            code = server._tools.get(obj.name) if server is not None else None
+            code = rows.code_definition(obj.server, "tools", obj.name)
             if code is None:
                 raise DefinitionError(f"no tool {obj.name!r} is registered in code")
             return rows.restyled(code, obj).wire

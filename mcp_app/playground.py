@@ -1204,7 +1204,7 @@ class Playground:
         may_view = self._may_view_rows(request, attr)
         # Rows, disabled ones included, only for those who may see them in the admin.
         stored = self._rows(server, attr) if may_view else {}
-        code = _code_keys(server, attr)
+        code = server.code_definitions(attr)
         entries: list[Entry] = []
         for definition in catalog.items(attr):
             key = key_of(definition)
@@ -1367,16 +1367,6 @@ class Playground:
         # A URI a template serves (a resource link, or a template read): read it as it is.
         matched = catalog.find_template(name) if name else None
         return (matched[0], name) if matched is not None else (None, name)
-
-
-def _code_keys(server: Server, attr: str) -> frozenset[str]:
-    registries: dict[str, Mapping[str, Any]] = {
-        "tools": server._tools,
-        "resources": server._resources,
-        "templates": server._templates,
-        "prompts": server._prompts,
-    }
-    return frozenset(registries[attr])
 
 
 _QUERY_EXPRESSION = re.compile(r"\{[?&]([^}]*)\}")

@@ -1316,15 +1316,7 @@ def code_definition(server_name: str, kind: str, key: str) -> Any:
 
 def _code_registry(server_name: str, kind: str) -> Mapping[str, Any]:
     server = servers.get(server_name)
-    if server is None:
-        return {}
-    registries: dict[str, Mapping[str, Any]] = {
-        "tools": server._tools,
-        "resources": server._resources,
-        "templates": server._templates,
-        "prompts": server._prompts,
-    }
-    return registries[kind]
+    return {} if server is None else server.code_definitions(kind)
 
 
 # -- access edits that save no row -------------------------------------------------------

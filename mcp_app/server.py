@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 from .conf import conf
@@ -156,6 +157,20 @@ class Server:
 
         return rows.generation(self.name)
 
+    def code_definitions(self, kind: str) -> Mapping[str, Any]:
+        """The definitions of ``kind`` (``"tools"``, ``"resources"``, ``"templates"`` or
+        ``"prompts"``) registered in code, by name (resources by URI), rows left out.
+
+        A read-only view: it follows later ``add_*`` and ``remove_*`` calls.
+        """
+        registries: dict[str, Mapping[str, Any]] = {
+            "tools": self._tools,
+            "resources": self._resources,
+            "templates": self._templates,
+            "prompts": self._prompts,
+        }
+        return MappingProxyType(registries[kind])
+
     def on_change(self, listener: Callable[[Server, set[str]], None]) -> None:
         """Call ``listener(server, kinds)`` after definitions of those kinds change."""
         self._listeners.append(listener)
@@ -244,7 +259,8 @@ class Server:
 
         Raises:
             AlreadyRegistered: a tool of that name exists.
-            DefinitionError: a name, schema or attribute is invalid.
+            DefinitionError: a name or attribute is invalid.
+            SchemaError: the input or output schema is not one the default validator can use.
         """
         tool = ToolDef(
             name=name or handler.__name__,

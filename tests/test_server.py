@@ -263,6 +263,27 @@ def test_add_methods_return_their_definitions(server: mcp_app.Server) -> None:
     assert isinstance(server.add_prompt(first_handler), PromptDef)
 
 
+def test_code_definitions_are_a_live_read_only_view_of_each_kind(
+    server: mcp_app.Server,
+) -> None:
+    tools = server.code_definitions("tools")
+    assert dict(tools) == {}
+    tool = server.add_tool(lambda arguments: "ok", name="t")
+    resource = server.add_resource(lambda context: "x", uri="notes://a", name="a")
+    template = server.add_resource_template(
+        lambda context: "x", uri_template="notes://{b}", name="b"
+    )
+    prompt = server.add_prompt(lambda arguments: "x", name="p")
+    assert dict(tools) == {"t": tool}
+    assert dict(server.code_definitions("resources")) == {"notes://a": resource}
+    assert dict(server.code_definitions("templates")) == {"b": template}
+    assert dict(server.code_definitions("prompts")) == {"p": prompt}
+    with pytest.raises(TypeError):
+        tools["u"] = tool  # type: ignore[index]
+    server.remove_tool("t")
+    assert dict(tools) == {}
+
+
 def test_add_tool_passes_every_attribute_through(server: mcp_app.Server) -> None:
     tool = server.add_tool(
         first_handler,
