@@ -268,9 +268,24 @@ class ResourceTemplateAdmin(DefinitionAdmin):
         return rows.template_def(obj).wire if obj.enabled else None
 
 
+class ArgumentForm(RowForm):
+    """A prompt argument's inline form: its name is unique among the prompt's arguments as the
+    formset holds them, not as they are stored (see ``PromptAdmin.save_formset``)."""
+
+    def validate_constraints(self) -> None:
+        # Django 6 checks each inline row's constraints against the stored rows, so two
+        # arguments swapping names would each clash with the other's old row. The formset's
+        # own validate_unique compares the names of all the prompt's arguments.
+        exclude = self._get_validation_exclusions() | {"name"}  # type: ignore[attr-defined]
+        try:
+            self.instance.validate_constraints(exclude=exclude)
+        except ValidationError as exc:
+            self._update_errors(exc)  # type: ignore[attr-defined]
+
+
 class PromptArgumentInline(admin.TabularInline):  # type: ignore[type-arg]
     model = PromptArgument
-    form = RowForm
+    form = ArgumentForm
     extra = 0
     fields = ("order", "name", "title", "description", "required")
     formfield_overrides = {models.TextField: {"widget": forms.Textarea(attrs={"rows": 1})}}
