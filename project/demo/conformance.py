@@ -755,7 +755,7 @@ def _register_task_tools(server: Server) -> None:
         input_schema={
             "type": "object",
             "properties": {
-                "seconds": {"type": "number", "minimum": 0},
+                "seconds": {"type": "number", "minimum": 0, "maximum": 3600},
                 "label": {"type": "string"},
             },
         },
