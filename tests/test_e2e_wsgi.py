@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import http.client
+import json
+import time
 from collections.abc import Iterator
+from urllib.parse import urlsplit
 
+import httpx
 import pytest
 
-from tests.conftest import MODERN, DemoServer
+from tests.conftest import MODERN, DemoServer, modern_request
 from tests.test_e2e_client import check_calls_progress_and_input, check_streams_arrive
 
 pytestmark = pytest.mark.e2e
@@ -37,3 +42,110 @@ def test_the_async_view_streams_under_gunicorn(wsgi_async_view: DemoServer) -> N
     # Django's WSGI handler reads an async stream whole: the view hands the request to the
     # sync view's code.
     check_streams_arrive(wsgi_async_view, MODERN)
+
+
+def post_chunked(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+    """POST ``body`` with ``Transfer-Encoding: chunked`` (no Content-Length), in two chunks."""
+    parts = urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+    try:
+        half = len(body) // 2
+        connection.request(
+            "POST",
+            parts.path,
+            body=iter([body[:half], body[half:]]),
+            headers={"Content-Type": "application/json", **headers},
+            encode_chunked=True,
+        )
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
+
+
+def test_a_chunked_body_is_read_under_gunicorn(wsgi_server: DemoServer) -> None:
+    body, headers = modern_request("tools/call", {"name": "add", "arguments": {"numbers": [2, 3]}})
+    status, answer = post_chunked(wsgi_server.url, json.dumps(body).encode(), headers)
+    assert status == 200, answer
+    assert json.loads(answer)["result"]["structuredContent"] == {"sum": 5}
+
+
+def test_a_chunked_body_over_the_limit_is_413_under_gunicorn(wsgi_server: DemoServer) -> None:
+    body, headers = modern_request("tools/call", {"name": "add", "arguments": {"numbers": [2, 3]}})
+    padded = json.dumps({**body, "padding": "x" * 3 * 1024 * 1024}).encode()
+    status, answer = post_chunked(wsgi_server.url, padded, headers)
+    assert status == 413, answer
+    assert json.loads(answer)["error"]["code"] == -32600
+
+
+@pytest.fixture(scope="module")
+def single_worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoServer]:
+    """gunicorn's sync worker alone: one process, one thread, one request at a time."""
+    server = DemoServer(
+        tmp_path_factory.mktemp("wsgi-single"),
+        kind="gunicorn",
+        env={"MCP_VIEW": "sync"},
+        args=["--threads", "1", "--worker-class", "sync"],
+    )
+    yield server
+    server.stop()
+
+
+def legacy_session(url: str, client: httpx.Client) -> dict[str, str]:
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"elicitation": {}},
+            "clientInfo": {"name": "tests", "version": "1"},
+        },
+    }
+    accept = {"Accept": "application/json, text/event-stream"}
+    response = client.post(url, json=initialize, headers=accept)
+    assert response.status_code == 200, response.text
+    headers = {
+        **accept,
+        "Mcp-Session-Id": response.headers["mcp-session-id"],
+        "MCP-Protocol-Version": "2025-11-25",
+    }
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert client.post(url, json=initialized, headers=headers).status_code == 202
+    return headers
+
+
+def test_a_server_of_one_worker_offers_no_get_stream(single_worker: DemoServer) -> None:
+    with httpx.Client(timeout=10) as client:
+        headers = legacy_session(single_worker.url, client)
+        started = time.monotonic()
+        response = client.get(single_worker.url, headers=headers)
+        assert response.status_code == 405
+        assert response.headers["allow"] == "POST, DELETE"
+        assert "one request at a time" in response.json()["error"]["message"]
+        # The worker is free for the next request at once.
+        ping = client.post(
+            single_worker.url, json={"jsonrpc": "2.0", "id": 2, "method": "ping"}, headers=headers
+        )
+        assert ping.status_code == 200
+        assert time.monotonic() - started < 5
+
+
+def test_a_server_of_one_worker_does_not_wait_for_an_answer_it_cannot_get(
+    single_worker: DemoServer,
+) -> None:
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "greet"}}
+    with httpx.Client(timeout=10) as client:
+        headers = legacy_session(single_worker.url, client)
+        started = time.monotonic()
+        response = client.post(single_worker.url, json=call, headers=headers)
+        assert time.monotonic() - started < 5
+    messages = [
+        json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: ")
+    ] or [response.json()]
+    final = messages[-1]
+    assert final["id"] == 1
+    text = json.dumps(final)
+    assert "this server answers one request at a time" in text
+    # No elicitation request was sent: the client would answer it in vain.
+    assert not any(m.get("method") == "elicitation/create" for m in messages)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ from django.test import Client, override_settings
 from django.urls import path
 
 from mcp_app import Server, elicit, input_required
+from mcp_app.transport.http import one_at_a_time
 from tests.conftest import MODERN, modern_request, sse_messages
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -390,3 +392,19 @@ def test_a_departure_cancels_the_request_whichever_side_comes_first(order: str) 
         assert not ctx.is_cancelled
         departure.left()
     assert ctx.is_cancelled
+
+
+@pytest.mark.parametrize(
+    ("meta", "expected"),
+    [
+        ({"wsgi.multithread": False, "wsgi.multiprocess": False}, True),
+        ({"wsgi.multithread": True, "wsgi.multiprocess": False}, False),  # gthread, runserver
+        ({"wsgi.multithread": False, "wsgi.multiprocess": True}, False),  # several workers
+        ({}, False),  # not WSGI (ASGI, the playground)
+    ],
+)
+def test_one_at_a_time_is_a_wsgi_server_of_one_process_and_one_thread(
+    meta: dict[str, Any], expected: bool
+) -> None:
+    assert one_at_a_time(SimpleNamespace(META=meta)) is expected
+    assert one_at_a_time(None) is False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -10,8 +11,8 @@ import pytest
 from django.http import JsonResponse
 from django.test import RequestFactory
 
-from mcp_app.transport.http import Reply
-from mcp_app.transport.views import meta_headers, to_response
+from mcp_app.transport.http import Incoming, Reply
+from mcp_app.transport.views import incoming, meta_headers, to_response
 
 
 def test_headers_from_meta_are_request_headers_by_lower_case_name() -> None:
@@ -350,3 +351,36 @@ def test_a_listen_stream_that_ends_stops_watching_for_the_shutdown(
     _read_listen(view, stream)
     assert stream.renewals == 4
     assert shutdown._state.callbacks == {}
+
+
+def chunked(body: bytes) -> Any:
+    """A WSGI POST as gunicorn passes a chunked one: no Content-Length, input read to its end."""
+    request = RequestFactory().post("/mcp", data=b"", content_type="application/json")
+    request.META.pop("CONTENT_LENGTH", None)
+    request.META["wsgi.input"] = io.BytesIO(body)
+    request.META["wsgi.input_terminated"] = True
+    return request
+
+
+def test_a_chunked_wsgi_body_is_read_to_its_end() -> None:
+    body = b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}' * 3000
+    request = chunked(body)
+    found = incoming(request)
+    assert isinstance(found, Incoming)
+    assert found.body == body
+    assert request.body == body
+
+
+def test_a_chunked_wsgi_body_over_the_limit_is_413(settings: Any) -> None:
+    settings.MCP_APP = {"MAX_BODY_BYTES": 100}
+    found = incoming(chunked(b"x" * 101))
+    assert isinstance(found, Reply) and found.status == 413
+    fits = incoming(chunked(b"x" * 100))
+    assert isinstance(fits, Incoming) and len(fits.body) == 100
+
+
+def test_without_input_terminated_no_content_length_is_an_empty_body() -> None:
+    request = chunked(b"{}")
+    del request.META["wsgi.input_terminated"]  # a server that does not say it may be read
+    found = incoming(request)
+    assert isinstance(found, Incoming) and found.body == b""

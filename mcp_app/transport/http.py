@@ -165,6 +165,15 @@ class Call:
         self.ctx.cancelled.set()
 
 
+def one_at_a_time(request: Any) -> bool:
+    """Whether the WSGI server that received ``request`` answers one request at a time in all
+    (one process, one thread: gunicorn's sync worker alone, for one). There a stream would
+    hold the only worker, and a client's answer to a call, a request of its own, would wait
+    behind the call for ever."""
+    meta = getattr(request, "META", None) or {}
+    return meta.get("wsgi.multithread") is False and meta.get("wsgi.multiprocess") is False
+
+
 def error_reply(request_id: Any, error: ProtocolError, status: int | None = None) -> Reply:
     return Reply(status or error.http_status or 200, jsonrpc.error_response(request_id, error))
 

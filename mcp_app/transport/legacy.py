@@ -382,11 +382,18 @@ class LegacyEndpoint:
         return session, None
 
     def get(self, incoming: Incoming) -> Reply:
-        from .http import Reply, error_reply
+        from .http import Reply, error_reply, one_at_a_time
 
         session, refused = self.session(incoming)
         if session is None:
             return refused  # type: ignore[return-value]
+        if one_at_a_time(incoming.request):
+            # The stream would hold the server's one worker, and the session's next POST
+            # (or anyone's) would wait behind it: no stream is offered, as the spec allows.
+            refusal = InvalidRequest(
+                "GET streams are not served: this server answers one request at a time"
+            )
+            return Reply(405, jsonrpc.error_response(None, refusal), {"Allow": "POST, DELETE"})
         accept = incoming.headers.get("accept", "")
         if "text/event-stream" not in accept and "*/*" not in accept:
             return error_reply(
@@ -678,8 +685,16 @@ class LegacyEndpoint:
         inbox: queue.Queue[JSON],
     ) -> str | None:
         """Send the input requests to the client and wait for every answer; a failure's text."""
+        from .http import one_at_a_time
+
         if not ctx.interactive:
             return "Input cannot be asked for inside a batch; send the request on its own"
+        if one_at_a_time(ctx.request):
+            # The answer would come in a request of its own, which waits behind this one.
+            return (
+                "Input cannot be asked for: this server answers one request at a time, so the "
+                "client's answer could not reach it"
+            )
         missing = outcome.required_capabilities(session.capabilities)
         if missing:
             names = ", ".join(sorted(missing))

@@ -123,7 +123,26 @@ def _body(request: HttpRequest) -> bytes:
         return b""
     if declared_length(request) > conf.MAX_BODY_BYTES:
         raise RequestDataTooBig("Request body over MAX_BODY_BYTES")
+    meta = request.META
+    if not meta.get("CONTENT_LENGTH") and meta.get("wsgi.input_terminated"):
+        # A chunked body under WSGI: Django reads as many bytes as Content-Length says, none
+        # here, where the server (gunicorn) lets the input be read to its end.
+        return _read_to_end(request, meta["wsgi.input"])
     return request.body
+
+
+def _read_to_end(request: HttpRequest, stream: Any) -> bytes:
+    limit = body_limit()
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := stream.read(min(65536, limit + 1 - size)):
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            raise RequestDataTooBig("Request body over the limit")
+    body = b"".join(chunks)
+    request._body = body  # what request.body then gives
+    return body
 
 
 def too_large() -> Reply:
