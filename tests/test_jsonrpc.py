@@ -480,3 +480,20 @@ def test_a_notification_with_nan_and_a_set_goes_out_with_both_replaced() -> None
         "ratio": None,
         "tags": "{'a'}",
     }
+
+
+def test_json_depth_counts_levels_and_stops_past_a_limit() -> None:
+    from mcp_app.protocol.jsonrpc import json_depth
+
+    assert json_depth("x") == 0
+    assert json_depth([]) == 1
+    assert json_depth({"a": [1, {"b": []}], "c": {}}) == 4
+    wide = [{}] * 100_000 + [[[[]]]]
+    assert json_depth(wide) == 4
+    deep: list[Any] = []
+    for _ in range(50_000):
+        deep = [deep]
+    assert json_depth(deep) == 50_001
+    assert json_depth(deep, limit=64) == 65
+    assert json_depth(wide, limit=4) == 4
+    assert json_depth(wide, limit=3) == 4

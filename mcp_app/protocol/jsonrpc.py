@@ -298,17 +298,29 @@ def any_string_matches(
     return False
 
 
-def json_depth(value: Any) -> int:
-    """How deeply ``value``'s arrays and objects nest (0 for a scalar), found without recursion."""
-    deepest = 0
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict | list):
-            deepest = max(deepest, depth)
-            children = item.values() if isinstance(item, dict) else item
-            stack.extend((child, depth + 1) for child in children)
-    return deepest
+def json_depth(value: Any, limit: int | None = None) -> int:
+    """How deeply ``value``'s arrays and objects nest (0 for a scalar), found without recursion.
+
+    Past ``limit``, if given, the count stops at ``limit + 1``.
+    """
+    # Level by level, so that the work per value is done by list operations in C: a body of a
+    # million empty objects is walked in a fraction of a second, not in seconds.
+    depth = 0
+    level = [value]
+    while True:
+        containers = [item for item in level if isinstance(item, _CONTAINERS)]
+        if not containers:
+            return depth
+        depth += 1
+        if limit is not None and depth > limit:
+            return depth
+        level = []
+        for container in containers:
+            level.extend(container.values() if isinstance(container, dict) else container)
+
+
+#: A tuple rather than ``dict | list``: isinstance takes it several times faster.
+_CONTAINERS = (dict, list)
 
 
 # -- encoding ------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from ..protocol.jsonrpc import (
     MissingClientCapability,
     ParseError,
     ProtocolError,
+    json_depth,
 )
 from ..protocol.tasks import TaskWork
 from ..registry import Catalog, ToolDef
@@ -178,23 +179,6 @@ def error_reply(request_id: Any, error: ProtocolError, status: int | None = None
     return Reply(status or error.http_status or 200, jsonrpc.error_response(request_id, error))
 
 
-def too_deep(value: Any, limit: int) -> bool:
-    """Whether containers nest deeper than ``limit`` (walked without recursion)."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        if depth > limit:
-            return True
-        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
-    return False
-
-
 def arguments_too_large(message: Any) -> bool:
     """Whether a ``tools/call``'s arguments exceed ``MAX_ARGUMENTS_BYTES`` as JSON."""
     messages = message if isinstance(message, list) else [message]
@@ -269,7 +253,10 @@ class Endpoint:
         depth_limit = conf.MAX_JSON_DEPTH
         # Nesting needs an opening bracket per level, so a body with few can skip the walk.
         body = incoming.body
-        if body.count(b"[") + body.count(b"{") > depth_limit and too_deep(message, depth_limit):
+        if (
+            body.count(b"[") + body.count(b"{") > depth_limit
+            and json_depth(message, depth_limit) > depth_limit
+        ):
             return error_reply(
                 None, InvalidRequest(f"JSON nested deeper than {depth_limit} levels"), 400
             )
