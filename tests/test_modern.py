@@ -566,3 +566,16 @@ def test_supported_versions_are_the_modern_one() -> None:
         "tasks/get": "taskId",
         "tasks/update": "taskId",
     }
+
+
+def test_a_long_header_value_is_quoted_cut_short_in_the_error() -> None:
+    from mcp_app.protocol.modern import SHOWN_CHARS, shown
+
+    long = "x" * 60_000
+    assert shown("short") == "'short'"
+    cut = shown(long)
+    assert len(cut) == SHOWN_CHARS and cut.startswith("'xxx") and cut.endswith("…")
+    hdrs = {**headers("tools/list"), "mcp-method": long}
+    with pytest.raises(HeaderMismatch) as info:
+        parse(message("tools/list"), hdrs)
+    assert str(info.value) == f"Mcp-Method header {cut} does not match method 'tools/list'"

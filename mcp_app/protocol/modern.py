@@ -68,6 +68,16 @@ class ModernRequest:
     progress_token: Any
 
 
+#: Longest text of a client's value quoted in an error message.
+SHOWN_CHARS = 80
+
+
+def shown(value: Any) -> str:
+    """``value``'s repr for an error message, cut to ``SHOWN_CHARS``: a header may be long."""
+    text = repr(value)
+    return text if len(text) <= SHOWN_CHARS else f"{text[: SHOWN_CHARS - 1]}…"
+
+
 def header_value(raw: str) -> str:
     """Decode an MCP header value: trim it, and unwrap the ``=?base64?…?=`` form.
 
@@ -79,11 +89,11 @@ def header_value(raw: str) -> str:
     if value.startswith("=?base64?") and value.endswith("?=") and len(value) >= 11:
         match = _BASE64_RE.fullmatch(value)
         if not match or len(match.group(1)) % 4:
-            raise HeaderMismatch(f"Malformed base64 header value: {value!r}")
+            raise HeaderMismatch(f"Malformed base64 header value: {shown(value)}")
         try:
             return base64.b64decode(match.group(1), validate=True).decode("utf-8")
         except (binascii.Error, UnicodeDecodeError) as exc:
-            raise HeaderMismatch(f"Malformed base64 header value: {value!r}") from exc
+            raise HeaderMismatch(f"Malformed base64 header value: {shown(value)}") from exc
     if not _VISIBLE.fullmatch(value):
         raise HeaderMismatch("Header value has characters that must be base64-encoded")
     return value
@@ -175,12 +185,12 @@ def parse(
         )
     if header_version is not None and header_value(header_version) != meta_version:
         raise HeaderMismatch(
-            f"MCP-Protocol-Version header {header_version.strip()!r} does not match "
-            f"_meta protocol version {meta_version!r}"
+            f"MCP-Protocol-Version header {shown(header_version.strip())} does not match "
+            f"_meta protocol version {shown(meta_version)}"
         )
     if header_method is not None and header_value(header_method) != method:
         raise HeaderMismatch(
-            f"Mcp-Method header {header_method.strip()!r} does not match method {method!r}"
+            f"Mcp-Method header {shown(header_method.strip())} does not match method {shown(method)}"
         )
     if meta_version not in SUPPORTED:
         raise UnsupportedProtocolVersion(meta_version, list(SUPPORTED))
@@ -194,7 +204,7 @@ def parse(
             _check_params(tool, params.get("arguments"), headers)
     log_level = meta.get(versions.META_LOG_LEVEL)
     if log_level is not None and log_level not in versions.LOG_LEVELS:
-        raise InvalidParams(f"Unknown log level {log_level!r}", http_status=400)
+        raise InvalidParams(f"Unknown log level {shown(log_level)}", http_status=400)
     progress_token = meta.get("progressToken")
     if progress_token is not None and not valid_id(progress_token):
         raise InvalidParams("_meta.progressToken must be a string or an integer", http_status=400)
