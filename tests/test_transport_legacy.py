@@ -1979,3 +1979,22 @@ def test_a_stateless_request_naming_a_session_is_served_statelessly() -> None:
     )
     assert batch.status_code == 400
     assert batch.json()["error"]["code"] == -32600
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        (
+            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": []},
+            "initialize's params must be an object",
+        ),
+        (
+            {"jsonrpc": "2.0", "method": "initialize", "params": {}},
+            "initialize must be a JSON-RPC 2.0 request with an id",
+        ),
+    ],
+)
+def test_an_initialize_that_is_no_request_says_what_is_wrong(body: Any, problem: str) -> None:
+    response = post_raw(Client(), body)
+    assert response.status_code == 400
+    assert response.json()["error"] == {"code": -32600, "message": problem}

@@ -334,9 +334,12 @@ class LegacyEndpoint:
 
         if isinstance(message, dict) and message.get("method") == "initialize":
             if jsonrpc.classify(message) != "request":
-                return error_reply(
-                    None, InvalidRequest("initialize must be a request with an id"), 400
+                problem = (
+                    "initialize's params must be an object"
+                    if "params" in message and not isinstance(message["params"], dict)
+                    else "initialize must be a JSON-RPC 2.0 request with an id"
                 )
+                return error_reply(None, InvalidRequest(problem), 400)
             return self.initialize(message, incoming)
         session, refused = self.session(incoming)
         if session is None:
