@@ -149,3 +149,20 @@ def test_a_server_of_one_worker_does_not_wait_for_an_answer_it_cannot_get(
     assert "this server answers one request at a time" in text
     # No elicitation request was sent: the client would answer it in vain.
     assert not any(m.get("method") == "elicitation/create" for m in messages)
+
+
+def test_a_server_of_one_worker_refuses_a_listen_stream(single_worker: DemoServer) -> None:
+    listen, headers = modern_request(
+        "subscriptions/listen", {"notifications": {"toolsListChanged": True}}, request_id=7
+    )
+    discover, discover_headers = modern_request("server/discover")
+    with httpx.Client(timeout=10) as client:
+        started = time.monotonic()
+        response = client.post(single_worker.url, json=listen, headers=headers)
+        assert response.status_code == 400
+        error = response.json()["error"]
+        assert error["code"] == -32600
+        assert "one request at a time" in error["message"]
+        after = client.post(single_worker.url, json=discover, headers=discover_headers)
+        assert after.status_code == 200
+        assert time.monotonic() - started < 5

@@ -322,6 +322,13 @@ class Endpoint:
         if req.method == "server/discover":
             return Reply(200, jsonrpc.result_response(req.id, self.discover(catalog)))
         if req.method == "subscriptions/listen":
+            if one_at_a_time(incoming.request):
+                # The stream would hold the server's one worker for as long as the client
+                # listens, and every other request would wait behind it.
+                refusal = InvalidRequest(
+                    "subscriptions/listen is not served: this server answers one request at a time"
+                )
+                return error_reply(req.id, refusal)
             try:
                 return Reply(200, listen=self.listen(req, catalog, incoming.user))
             except ProtocolError as exc:
