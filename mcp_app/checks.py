@@ -49,6 +49,7 @@ NUMBERS = (
     "AUDIT_BATCH_SIZE",
     "AUDIT_MAX_PENDING",
     "ROW_TEMPLATE_MAX_CHARS",
+    "ROW_TEMPLATE_MAX_SECONDS",
 )
 #: Settings of seconds that may also be 0, and what 0 does.
 ZERO_ALLOWED = {

@@ -103,6 +103,9 @@ DEFAULTS: dict[str, Any] = {
     # The longest text a row's Django template may render, in characters; its loops may run as
     # many rounds, and none of its filters may make a longer text (an error, not a truncation).
     "ROW_TEMPLATE_MAX_CHARS": 1_000_000,
+    # The longest a row's Django template may take to render, in seconds (work that makes no
+    # text, such as a filter run on a long argument in every round of a loop).
+    "ROW_TEMPLATE_MAX_SECONDS": 5.0,
     # Longest a worker trusts what it read of the catalog's generation or of a session without
     # reading it again, for changes no signal or delivery backend reports; 0: on every call.
     "RECHECK_SECONDS": 1.0,
@@ -388,6 +391,10 @@ class Settings:
     @_setting
     def ROW_TEMPLATE_MAX_CHARS(self) -> int:
         return int(self._get("ROW_TEMPLATE_MAX_CHARS"))
+
+    @_setting
+    def ROW_TEMPLATE_MAX_SECONDS(self) -> float:
+        return float(self._get("ROW_TEMPLATE_MAX_SECONDS"))
 
 
 conf = Settings()

@@ -127,16 +127,22 @@ def get_handler(name: str) -> RowHandler | None:
 
 
 class TemplateTooLarge(InvalidParams, ValueError):
-    """A row's template would render more than ``ROW_TEMPLATE_MAX_CHARS`` allows.
+    """A row's template would render more than ``ROW_TEMPLATE_MAX_CHARS`` allows, or takes
+    longer than ``ROW_TEMPLATE_MAX_SECONDS``.
 
     Raised before the text is made where its size is known beforehand. A prompt or resource
     template answers it as an invalid-params error (-32602), the ``template`` tool handler
     as an ``isError`` result.
     """
 
-    def __init__(self, limit: int, *, rounds: bool = False) -> None:
+    def __init__(self, limit: float, *, rounds: bool = False, seconds: bool = False) -> None:
         setting = "MCP_APP['ROW_TEMPLATE_MAX_CHARS']"
-        if rounds:
+        if seconds:
+            message = (
+                "The template took longer to render than "
+                f"MCP_APP['ROW_TEMPLATE_MAX_SECONDS'] ({limit:g} s)"
+            )
+        elif rounds:
             message = f"The template's loops would run more than {setting} ({limit:,}) rounds"
         else:
             message = f"The template's output would be longer than {setting} ({limit:,} characters)"
@@ -228,6 +234,10 @@ def _guards() -> tuple[dict[Any, Callable[..., None]], dict[Any, Callable[[Any],
 @dataclass
 class _Meter:
     limit: int
+    #: When the rendering is to stop (time.monotonic()): work that makes no text, such as a
+    #: filter run on a long argument in every round, or a Django 6 partial that renders
+    #: itself, is counted by no other measure.
+    deadline: float = float("inf")
     chars: int = 0
     rounds: int = 0
     #: What the nodes rendered so far returned, for a node to tell its own output apart.
@@ -262,7 +272,9 @@ def _metered_template(template: Any) -> Any:
     render = template.render
 
     def metered_render(context: Any = None) -> str:
-        meter = _Meter(conf.ROW_TEMPLATE_MAX_CHARS)
+        meter = _Meter(
+            conf.ROW_TEMPLATE_MAX_CHARS, time.monotonic() + conf.ROW_TEMPLATE_MAX_SECONDS
+        )
         token = _meter.set(meter)
         try:
             output: str = render(context)
@@ -287,6 +299,11 @@ def _metered_node(render: Callable[[Any], str]) -> Callable[[Any], str]:
         meter = _meter.get()
         if meter is None:
             return render(context)
+        if time.monotonic() > meter.deadline:
+            error = TemplateTooLarge(conf.ROW_TEMPLATE_MAX_SECONDS, seconds=True)
+            if meter.refused is None:
+                meter.refused = error
+            raise error
         before = meter.returned
         output = render(context)
         if meter.refused is not None:
@@ -515,6 +532,8 @@ def _check_lorem(node: Any, count: Any) -> Any:
     # whatever words chance picks.
     try:
         number = int(count)
+    except OverflowError:  # an infinity
+        _refuse(_limit())
     except (TypeError, ValueError):
         return count  # {% lorem %} makes one
     word, paragraph, common = _lorem_longest()
@@ -1301,7 +1320,8 @@ def code_uri_templates(server_name: str) -> frozenset[str]:
     server = servers.get(server_name)
     if server is None:
         return frozenset()
-    return frozenset(template_shape(t.uri_template) for t in server._templates.values())
+    templates = server.code_definitions("templates").values()
+    return frozenset(template_shape(t.uri_template) for t in templates)
 
 
 def code_keys(server_name: str, kind: str) -> frozenset[str]:

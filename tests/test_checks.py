@@ -269,6 +269,7 @@ def test_malformed_required_scopes_are_e011(scopes: Any) -> None:
         {"MAX_JSON_DEPTH": -1},
         {"MAX_ARGUMENTS_BYTES": "big"},
         {"ROW_TEMPLATE_MAX_CHARS": 0},
+        {"ROW_TEMPLATE_MAX_SECONDS": 0},
         {"INPUT_TIMEOUT_SECONDS": None},
         {"SESSION_IDLE_SECONDS": True},
         {"AUDIT_RETENTION_DAYS": 0},
@@ -300,6 +301,7 @@ def test_row_template_libraries_that_are_no_list_of_names_are_e013(libraries: An
 def test_numbers_conf_reads_pass() -> None:
     assert ids({"MAX_BODY_BYTES": "1000", "KEEPALIVE_SECONDS": 0.5, "MAX_JSON_DEPTH": 8}) == []
     assert ids({"ROW_TEMPLATE_MAX_CHARS": 50_000}) == []
+    assert ids({"ROW_TEMPLATE_MAX_SECONDS": 0.5}) == []
     assert ids({"DELIVERY_REORDER_SECONDS": 0, "TASK_TTL_SECONDS": 86400 * 365}) == []
 
 
