@@ -569,7 +569,8 @@ def test_supported_versions_are_the_modern_one() -> None:
 
 
 def test_a_long_header_value_is_quoted_cut_short_in_the_error() -> None:
-    from mcp_app.protocol.modern import SHOWN_CHARS, shown
+    from mcp_app.protocol.jsonrpc import SHOWN_CHARS
+    from mcp_app.protocol.modern import shown
 
     long = "x" * 60_000
     assert shown("short") == "'short'"
@@ -579,3 +580,17 @@ def test_a_long_header_value_is_quoted_cut_short_in_the_error() -> None:
     with pytest.raises(HeaderMismatch) as info:
         parse(message("tools/list"), hdrs)
     assert str(info.value) == f"Mcp-Method header {cut} does not match method 'tools/list'"
+
+
+def test_a_long_method_or_version_is_cut_short_in_the_error() -> None:
+    long = "x" * 60_000
+    with pytest.raises(MethodNotFound) as unknown:
+        parse(message(long), headers(long))
+    assert len(str(unknown.value)) < 120
+    msg = message("tools/list")
+    msg["params"]["_meta"][versions.META_PROTOCOL_VERSION] = long
+    hdrs = {**headers("tools/list"), "mcp-protocol-version": long}
+    with pytest.raises(UnsupportedProtocolVersion) as unsupported:
+        parse(msg, hdrs)
+    assert len(str(unsupported.value)) < 120
+    assert len(unsupported.value.data["requested"]) == 80

@@ -23,6 +23,7 @@ from .jsonrpc import (
     MethodNotFound,
     ProtocolError,
     ResourceNotFound,
+    clip,
 )
 from .tasks import TaskWork
 
@@ -185,13 +186,13 @@ class Engine:
         try:
             method_handler = self._table[method]
         except KeyError:
-            raise MethodNotFound(f"Method not found: {method}") from None
+            raise MethodNotFound(f"Method not found: {clip(method)}") from None
         if method == "completion/complete" and not catalog.can_complete:
             raise MethodNotFound("Method not found: completion/complete (nothing can complete)")
         kind = method.partition("/")[0]
         if kind != "completion" and not self.options.offers(kind, catalog):
             # A method behind a capability the server does not advertise.
-            raise MethodNotFound(f"Method not found: {method} (this server has no {kind})")
+            raise MethodNotFound(f"Method not found: {clip(method)} (this server has no {kind})")
         return method_handler(params, ctx, catalog)
 
     # -- listing -------------------------------------------------------------------------

@@ -131,10 +131,20 @@ class UnsupportedProtocolVersion(ProtocolError):
     http_status = 400
 
     def __init__(self, requested: str, supported: list[str]) -> None:
+        requested = clip(requested)
         super().__init__(
             f"Unsupported protocol version: {requested}",
             {"supported": supported, "requested": requested},
         )
+
+
+#: Longest text of a client's value quoted in an error message.
+SHOWN_CHARS = 80
+
+
+def clip(text: str) -> str:
+    """``text`` cut to ``SHOWN_CHARS`` for an error message: a client's value may be long."""
+    return text if len(text) <= SHOWN_CHARS else f"{text[: SHOWN_CHARS - 1]}…"
 
 
 def result_response(request_id: RequestId | None, result: JSONDict) -> JSONDict:

@@ -18,6 +18,7 @@ from .jsonrpc import (
     InvalidParams,
     MethodNotFound,
     UnsupportedProtocolVersion,
+    clip,
     valid_id,
 )
 
@@ -68,14 +69,9 @@ class ModernRequest:
     progress_token: Any
 
 
-#: Longest text of a client's value quoted in an error message.
-SHOWN_CHARS = 80
-
-
 def shown(value: Any) -> str:
     """``value``'s repr for an error message, cut to ``SHOWN_CHARS``: a header may be long."""
-    text = repr(value)
-    return text if len(text) <= SHOWN_CHARS else f"{text[: SHOWN_CHARS - 1]}…"
+    return clip(repr(value))
 
 
 def header_value(raw: str) -> str:
@@ -195,7 +191,7 @@ def parse(
     if meta_version not in SUPPORTED:
         raise UnsupportedProtocolVersion(meta_version, list(SUPPORTED))
     if method not in OWN_METHODS and not knows(method):
-        raise MethodNotFound(f"Method not found: {method}")
+        raise MethodNotFound(f"Method not found: {clip(method)}")
     if headers is not None and method in NAMED:
         _check_name(method, params, headers)
     if headers is not None and method == "tools/call":

@@ -442,7 +442,7 @@ class Endpoint:
                 if not catalog.offers_tasks and not tasks.keeps_any(self, ctx):
                     # The extension is not advertised, and the caller has no task left from
                     # when it was: its methods are not served.
-                    raise jsonrpc.MethodNotFound(f"Method not found: {req.method}")
+                    raise jsonrpc.MethodNotFound(f"Method not found: {jsonrpc.clip(req.method)}")
                 result = self.finish(
                     req.method, tasks.handle(self, req.method, req.params, ctx, catalog), catalog
                 )

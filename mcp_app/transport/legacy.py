@@ -495,7 +495,9 @@ class LegacyEndpoint:
         if simple is not None:
             return Reply(200, jsonrpc.result_response(request_id, simple))
         if not self.engine.knows(method):
-            return Reply(200, _error(request_id, MethodNotFound(f"Method not found: {method}")))
+            return Reply(
+                200, _error(request_id, MethodNotFound(f"Method not found: {jsonrpc.clip(method)}"))
+            )
         bad = bad_progress_token(params)
         if bad is not None:
             return Reply(200, _error(request_id, bad))
@@ -570,7 +572,9 @@ class LegacyEndpoint:
             return {}
         if method in ("resources/subscribe", "resources/unsubscribe"):
             if not self.server.options.subscribe:
-                raise MethodNotFound(f"Method not found: {method} (subscriptions are off)")
+                raise MethodNotFound(
+                    f"Method not found: {jsonrpc.clip(method)} (subscriptions are off)"
+                )
             uri = params.get("uri")
             if not isinstance(uri, str) or not uri:
                 raise InvalidParams(f"{method} needs a 'uri' (a string)")

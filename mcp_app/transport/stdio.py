@@ -320,7 +320,7 @@ class StdioServer:
             error: ProtocolError = (
                 InvalidRequest("The session is already initialized")
                 if method == "initialize"
-                else jsonrpc.MethodNotFound(f"Method not found: {method}")
+                else jsonrpc.MethodNotFound(f"Method not found: {jsonrpc.clip(method)}")
             )
             self.write(legacy_error(request_id, error))
             return
