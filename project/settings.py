@@ -73,9 +73,9 @@ DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / '
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Many requests write at once (sessions, tasks, the audit writer): readers do not wait
     # for writers in WAL mode, and a writer waits its turn rather than failing at once.
-    DATABASES["default"].setdefault("OPTIONS", {}).update(
-        {"timeout": 20, "init_command": "PRAGMA journal_mode=WAL;"}
-    )
+    options = DATABASES["default"].setdefault("OPTIONS", {})
+    options.setdefault("timeout", 20)  # unless DATABASE_URL names one
+    options.setdefault("init_command", "PRAGMA journal_mode=WAL;")
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 LANGUAGE_CODE = "en-us"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from types import SimpleNamespace
 from typing import Any
 
@@ -408,3 +409,25 @@ def test_one_at_a_time_is_a_wsgi_server_of_one_process_and_one_thread(
 ) -> None:
     assert one_at_a_time(SimpleNamespace(META=meta)) is expected
     assert one_at_a_time(None) is False
+
+
+class FakeMonkey:
+    def __init__(self, patched: bool) -> None:
+        self.patched = patched
+
+    def is_module_patched(self, name: str) -> bool:
+        return self.patched and name == "threading"
+
+    def is_monkey_patched(self, name: str) -> bool:
+        return self.patched and name == "thread"
+
+
+@pytest.mark.parametrize("module", ["gevent.monkey", "eventlet.patcher"])
+def test_green_threads_serve_more_than_one_request_at_a_time(
+    monkeypatch: pytest.MonkeyPatch, module: str
+) -> None:
+    alone = SimpleNamespace(META={"wsgi.multithread": False, "wsgi.multiprocess": False})
+    monkeypatch.setitem(sys.modules, module, FakeMonkey(patched=False))
+    assert one_at_a_time(alone) is True  # imported, not patched
+    monkeypatch.setitem(sys.modules, module, FakeMonkey(patched=True))
+    assert one_at_a_time(alone) is False

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -172,7 +173,19 @@ def one_at_a_time(request: Any) -> bool:
     hold the only worker, and a client's answer to a call, a request of its own, would wait
     behind the call for ever."""
     meta = getattr(request, "META", None) or {}
-    return meta.get("wsgi.multithread") is False and meta.get("wsgi.multiprocess") is False
+    alone = meta.get("wsgi.multithread") is False and meta.get("wsgi.multiprocess") is False
+    return alone and not _green()
+
+
+def _green() -> bool:
+    """Whether gevent or eventlet patched threading: a server of one process and one thread
+    (uWSGI's ``--gevent``, say) then serves many requests at once on green threads, which the
+    WSGI flags do not tell."""
+    monkey = sys.modules.get("gevent.monkey")
+    if monkey is not None and monkey.is_module_patched("threading"):
+        return True
+    patcher = sys.modules.get("eventlet.patcher")
+    return patcher is not None and bool(patcher.is_monkey_patched("thread"))
 
 
 def error_reply(request_id: Any, error: ProtocolError, status: int | None = None) -> Reply:
