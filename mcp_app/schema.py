@@ -566,7 +566,7 @@ def _check_refs(schema: Schema, cls: Any) -> None:
     # that reach it; resolving every $ref up front reports it once, with its location.
     root = Resource.from_contents(schema, default_specification=DRAFT202012)
     where = {id(node): pointer for pointer, node in _nodes(schema)}
-    pending = [(_REGISTRY.resolver_with_root(root), root)]
+    pending = [(_crawled_resolver(root), root)]
     # $dynamicRef is a reference only in the dialects that define it (2020-12).
     keywords = [k for k in ("$ref", "$dynamicRef") if k in cls.VALIDATORS]
     while pending:
@@ -608,7 +608,7 @@ def _check_loops(schema: Schema, cls: Any) -> None:
     walk = _LoopWalk(cls)
     root = Resource.from_contents(schema, default_specification=walk.specification)
     order = {id(node): (index, pointer) for index, (pointer, node) in enumerate(_nodes(schema))}
-    pending = [(_REGISTRY.resolver_with_root(root), root)]
+    pending = [(_crawled_resolver(root), root)]
     while pending:
         resolver, resource = pending.pop()
         loop = walk.loop_from(resolver, resource)
@@ -687,6 +687,14 @@ class _LoopWalk:
 
     def _resource(self, contents: Any) -> Any:
         return Resource.from_contents(contents, default_specification=self.specification)
+
+
+def _crawled_resolver(root: Resource[Schema]) -> Any:
+    """A resolver of ``root``'s references whose registry has every anchor of it indexed:
+    left uncrawled, each lookup of an anchor crawls the whole schema again (a schema of a few
+    hundred anchors took seconds to check)."""
+    uri = root.id() or ""
+    return _REGISTRY.with_resource(uri, root).crawl().resolver(base_uri=uri)
 
 
 def _unresolvable(

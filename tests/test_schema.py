@@ -1025,3 +1025,18 @@ def test_a_pattern_property_that_backtracks_without_end_refuses_the_name_in_time
     messages = sorted(p.message for p in problems)
     assert messages[0] == "expected integer, got string"
     assert "took longer than 0.25 s to match '^(a|aa)+$'" in messages[1]
+
+
+def test_a_schema_of_many_anchors_is_checked_in_linear_time() -> None:
+    # Each anchor lookup crawled the whole schema again: 600 anchors took about 12 s.
+    count = 600
+    defs: dict[str, Any] = {
+        f"d{i}": {"$anchor": f"a{i}", "type": "object", "properties": {"x": {"$ref": f"#a{i + 1}"}}}
+        for i in range(count)
+    }
+    defs[f"d{count}"] = {"$anchor": f"a{count}", "type": "string"}
+    schema = {"type": "object", "properties": {"x": {"$ref": "#a0"}}, "$defs": defs}
+    started = time.monotonic()
+    check_schema(schema)
+    assert time.monotonic() - started < 5
+    assert validate(schema, {"x": {"x": "s"}}) == [Problem("/x/x", "expected object, got string")]
