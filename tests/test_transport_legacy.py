@@ -1705,7 +1705,8 @@ def test_a_stream_that_carries_the_messages_again_knows_the_subscriptions_made_m
 ) -> None:
     first, second = session.listen(), session.listen()
     session.result_of("resources/subscribe", {"uri": WATCHED})
-    second.close()
+    # Until the server has heard the close, a message may still go to the closing stream.
+    close_and_hand_back(session, second)
     mcp_app.site.announce({"kinds": ["tools"]}, "lists")
     assert first.next_message()["method"] == "notifications/tools/list_changed"
     mcp_app.site.notify_resource_updated(WATCHED)
