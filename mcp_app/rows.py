@@ -255,8 +255,8 @@ def _limit() -> int:
     return conf.ROW_TEMPLATE_MAX_CHARS if meter is None else meter.limit
 
 
-def _refuse(limit: int, *, rounds: bool = False) -> NoReturn:
-    error = TemplateTooLarge(limit, rounds=rounds)
+def _refuse(limit: float, *, rounds: bool = False, seconds: bool = False) -> NoReturn:
+    error = TemplateTooLarge(limit, rounds=rounds, seconds=seconds)
     meter = _meter.get()
     if meter is not None and meter.refused is None:
         meter.refused = error
@@ -300,10 +300,7 @@ def _metered_node(render: Callable[[Any], str]) -> Callable[[Any], str]:
         if meter is None:
             return render(context)
         if time.monotonic() > meter.deadline:
-            error = TemplateTooLarge(conf.ROW_TEMPLATE_MAX_SECONDS, seconds=True)
-            if meter.refused is None:
-                meter.refused = error
-            raise error
+            _refuse(conf.ROW_TEMPLATE_MAX_SECONDS, seconds=True)
         before = meter.returned
         output = render(context)
         if meter.refused is not None:

@@ -564,13 +564,10 @@ def _validator_class(schema: Schema) -> Any:
 def _check_refs(schema: Schema, cls: Any) -> None:
     # jsonschema resolves references lazily, so a bad one would surface only for instances
     # that reach it; resolving every $ref up front reports it once, with its location.
-    root = Resource.from_contents(schema, default_specification=DRAFT202012)
     where = {id(node): pointer for pointer, node in _nodes(schema)}
-    pending = [(_crawled_resolver(root), root)]
     # $dynamicRef is a reference only in the dialects that define it (2020-12).
     keywords = [k for k in ("$ref", "$dynamicRef") if k in cls.VALIDATORS]
-    while pending:
-        resolver, resource = pending.pop()
+    for resolver, resource in _subresources(schema, DRAFT202012):
         contents = resource.contents
         for keyword in keywords:
             ref = contents.get(keyword) if isinstance(contents, Mapping) else None
@@ -580,7 +577,6 @@ def _check_refs(schema: Schema, cls: Any) -> None:
                 except Unresolvable as error:
                     pointer = f"{where[id(contents)]}/{keyword}"
                     raise _unresolvable(error, ref, pointer, keyword) from error
-        pending.extend((resolver.in_subresource(sub), sub) for sub in resource.subresources())
 
 
 #: Keywords that apply their subschemas to the very value their own schema checks (rather
@@ -606,17 +602,13 @@ def _check_loops(schema: Schema, cls: Any) -> None:
     the value. A loop through them is met on the trial value, or while validating.
     """
     walk = _LoopWalk(cls)
-    root = Resource.from_contents(schema, default_specification=walk.specification)
     order = {id(node): (index, pointer) for index, (pointer, node) in enumerate(_nodes(schema))}
-    pending = [(_crawled_resolver(root), root)]
-    while pending:
-        resolver, resource = pending.pop()
+    for resolver, resource in _subresources(schema, walk.specification):
         loop = walk.loop_from(resolver, resource)
         if loop:
             # Named by its first subschema in the document, whichever the walk entered by.
             _, pointer = min(order.get(key, (len(order), "")) for key in loop)
             raise SchemaError(_LOOP, pointer)
-        pending.extend((resolver.in_subresource(sub), sub) for sub in resource.subresources())
 
 
 class _LoopWalk:
@@ -689,12 +681,20 @@ class _LoopWalk:
         return Resource.from_contents(contents, default_specification=self.specification)
 
 
-def _crawled_resolver(root: Resource[Schema]) -> Any:
-    """A resolver of ``root``'s references whose registry has every anchor of it indexed:
-    left uncrawled, each lookup of an anchor crawls the whole schema again (a schema of a few
-    hundred anchors took seconds to check)."""
+def _subresources(schema: Schema, specification: Any) -> Iterator[tuple[Any, Any]]:
+    """Every subschema of ``schema`` as a resource, with the resolver of its references.
+
+    The registry is crawled once, so that it has every anchor indexed: left uncrawled, each
+    lookup of an anchor crawls the whole schema again (a schema of a few hundred anchors took
+    seconds to check).
+    """
+    root = Resource.from_contents(schema, default_specification=specification)
     uri = root.id() or ""
-    return _REGISTRY.with_resource(uri, root).crawl().resolver(base_uri=uri)
+    pending = [(_REGISTRY.with_resource(uri, root).crawl().resolver(base_uri=uri), root)]
+    while pending:
+        resolver, resource = pending.pop()
+        yield resolver, resource
+        pending.extend((resolver.in_subresource(sub), sub) for sub in resource.subresources())
 
 
 def _unresolvable(
