@@ -31,38 +31,29 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import http
 import io
 import logging
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
-from django.conf import settings
 from django.core.handlers.asgi import ASGIHandler, ASGIRequest, get_script_prefix
-from django.db import close_old_connections
 from django.http import HttpRequest, HttpResponse
-from django.http.response import HttpResponseBase
-from django.urls import Resolver404, ResolverMatch, get_resolver, set_script_prefix
-from django.utils.log import log_response
-from django.utils.module_loading import import_string
+from django.urls import ResolverMatch, set_script_prefix
 
-from .conf import Derived
 from .protocol import jsonrpc
-from .server import SERVER_ATTRIBUTE
 from .transport import sse
+from .transport.bare import BareHooks, endpoint, log_status
 from .transport.http import Reply
 from .transport.views import (
-    ENCODER,
     Answer,
     ClientGone,
-    Hooks,
     InvalidLength,
     body_limit,
     declared_length,
     failure,
     invalid_length,
+    reply_content,
     respond,
     too_large,
 )
@@ -148,22 +139,7 @@ def endpoint_at(scope: Scope) -> tuple[Server, ResolverMatch] | None:
     # The path as Django resolves it: without the script prefix (root_path, FORCE_SCRIPT_NAME).
     script_name = get_script_prefix(scope)
     path: str = scope["path"]
-    path_info = path.removeprefix(script_name) if script_name else path
-    try:
-        return _resolve(settings.ROOT_URLCONF, path_info)
-    except Exception:
-        # A URLconf that does not load is for Django's handler to report.
-        return None
-
-
-@functools.lru_cache(maxsize=1024)
-def _resolve(urlconf: Any, path_info: str) -> tuple[Server, ResolverMatch] | None:
-    try:
-        match = get_resolver(urlconf).resolve(path_info)
-    except Resolver404:
-        return None
-    server = getattr(match.func, SERVER_ATTRIBUTE, None)
-    return None if server is None else (server, match)
+    return endpoint(path.removeprefix(script_name) if script_name else path)
 
 
 # -- one request ----------------------------------------------------------------------------
@@ -252,36 +228,13 @@ async def _answer(
     return await respond(server, request, _HOOKS, client.gone)
 
 
-class _BareHooks(Hooks):
-    """What Django's handler and the site's auth middleware would do, in the request's thread.
-
-    Stale database connections are let go of before and after (``close_old_connections``,
-    which is what ``request_started`` and ``request_finished`` do for the database); the
-    signals themselves are not sent.
-    """
-
-    def begin(self, request: HttpRequest) -> None:
-        close_old_connections()
-        for middleware in _SITE_AUTH_MIDDLEWARE.get():
-            middleware.process_request(request)
-
-    def refusal(self, request: HttpRequest) -> HttpResponseBase | None:
-        # LoginRequiredMiddleware turns an anonymous caller away, as under Django's handler,
-        # unless the endpoint is marked login_not_required.
-        match = request.resolver_match
-        for middleware in _SITE_LOGIN_MIDDLEWARE.get():
-            assert match is not None
-            response: HttpResponseBase | None = middleware.process_view(
-                request, match.func, match.args, match.kwargs
-            )
-            if response is not None:
-                return response
-        return None
+class _BareHooks(BareHooks):
+    """``BareHooks``, with the headers read straight from the scope."""
 
     def headers(self, request: HttpRequest) -> dict[str, str]:
-        # Straight from the scope, as no middleware changed META: the round trip through
-        # META and request.headers costs more. Names with an underscore are dropped and
-        # repeated ones joined, as Django does.
+        # As no middleware changed META: the round trip through META and request.headers
+        # costs more. Names with an underscore are dropped and repeated ones joined, as
+        # Django does.
         headers: dict[str, str] = {}
         for raw_name, raw_value in getattr(request, "scope", {}).get("headers", ()):
             name = raw_name.decode("latin1").lower()
@@ -291,76 +244,9 @@ class _BareHooks(Hooks):
             headers[name] = f"{headers[name]},{value}" if name in headers else value
         return headers
 
-    def end(self, request: HttpRequest, reply: Reply | None) -> None:
-        try:
-            # A call's plain answer is logged as it is sent (Answer.from_call).
-            if reply is not None and reply.call is None and reply.status >= 400:
-                _log(reply.status, request)
-        finally:
-            close_old_connections()
-
 
 _HOOKS = _BareHooks()
-
-
-def _log(status: int, request: HttpRequest | None, path: str = "") -> None:
-    """A 4xx (warning) or 5xx (error) answer in the ``django.request`` log, as Django logs it."""
-    log_response(
-        "%s: %s",
-        http.HTTPStatus(status).phrase,
-        request.path if request is not None else path,
-        response=HttpResponse(status=status),
-        request=request,
-    )
-
-
-def _unused(request: HttpRequest) -> HttpResponseBase:
-    raise AssertionError("only the middleware's process_request and process_view are used")
-
-
-def _auth_middleware() -> tuple[Any, ...]:
-    """The site's session and authentication middleware, in order, for their process_request.
-
-    Both only attach lazy objects (``request.session``, ``request.user``): a request
-    without a session cookie makes no query.
-    """
-    from django.contrib.sessions.middleware import SessionMiddleware
-
-    wanted: tuple[type, ...] = (SessionMiddleware,)
-    with contextlib.suppress(Exception):  # the auth app is not installed
-        from django.contrib.auth.middleware import AuthenticationMiddleware
-
-        wanted += (AuthenticationMiddleware,)
-    return _site_middleware(wanted)
-
-
-def _login_middleware() -> tuple[Any, ...]:
-    """The site's ``LoginRequiredMiddleware`` (Django 5.1 and later), for its process_view."""
-    try:
-        from django.contrib.auth.middleware import LoginRequiredMiddleware
-    except ImportError:  # an older Django, or the auth app is not installed
-        return ()
-    return _site_middleware((LoginRequiredMiddleware,))
-
-
-def _site_middleware(wanted: tuple[type, ...]) -> tuple[Any, ...]:
-    """Instances of the site's ``MIDDLEWARE`` that are of the ``wanted`` classes, in order."""
-    found = []
-    for path in settings.MIDDLEWARE:
-        try:
-            cls = import_string(path)
-        except ImportError:
-            continue
-        if isinstance(cls, type) and issubclass(cls, wanted):
-            middleware: Any = cls
-            found.append(middleware(_unused))
-    return tuple(found)
-
-
-#: Found again when the site's MIDDLEWARE changes, or SESSION_ENGINE (which the session
-#: middleware reads when it is made).
-_SITE_AUTH_MIDDLEWARE = Derived(_auth_middleware, ("MIDDLEWARE", "SESSION_ENGINE"))
-_SITE_LOGIN_MIDDLEWARE = Derived(_login_middleware, ("MIDDLEWARE",))
+_log = log_status
 
 
 # -- sending ----------------------------------------------------------------------------------
@@ -372,12 +258,9 @@ def _latin1(headers: Iterable[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
 
 async def _send_reply(reply: Reply, send: Send, request: HttpRequest | None) -> None:
     """A JSON reply, encoded as ``to_response`` encodes it."""
-    if reply.body is None:
-        content = b""
-        headers = []
-    else:
-        content = jsonrpc.encode(reply.body, ENCODER).encode()
-        headers = [_JSON]
+    encoded = reply_content(reply)
+    content = encoded or b""
+    headers = [] if encoded is None else [_JSON]
     headers.append((b"content-length", str(len(content)).encode()))
     if reply.headers:
         headers += _latin1(reply.headers.items())

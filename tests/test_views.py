@@ -256,8 +256,7 @@ def test_a_stream_whose_renewal_fails_stays_open_and_says_so_once(
     if view == "async":
         chunks = asyncio.run(read_async())
     else:
-        response = views._stream_sync_listen(stream)  # type: ignore[arg-type]
-        chunks = list(response.streaming_content)  # type: ignore[attr-defined]
+        chunks = list(views._sync_listen_chunks(stream))  # type: ignore[arg-type]
     # Open through three failed renewals, with keep-alives; ended by the fourth.
     assert stream.renewals == 4
     assert len(chunks) >= 4
@@ -295,7 +294,7 @@ def _read_listen(view: str, stream: Any, within: float = 5) -> list[bytes]:
         if view == "async":
             asyncio.run(read_async())
         else:
-            chunks.extend(views._stream_sync_listen(stream).streaming_content)  # type: ignore[attr-defined]
+            chunks.extend(views._sync_listen_chunks(stream))
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()

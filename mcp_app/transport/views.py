@@ -203,18 +203,20 @@ def meta_headers(meta: dict[str, Any]) -> dict[str, str]:
     return headers
 
 
+def reply_content(reply: Reply) -> bytes | None:
+    """The reply's body as sent, written as events are (``sse.ENCODER``); ``None`` if none."""
+    return None if reply.body is None else jsonrpc.encode(reply.body, ENCODER).encode()
+
+
 def to_response(reply: Reply) -> HttpResponse:
     """The reply as a JSON response, written as events are (``sse.ENCODER``)."""
-    if reply.body is None:
+    content = reply_content(reply)
+    if content is None:
         response = HttpResponse(status=reply.status)
         # No body, so no type: Django's default would call it an HTML page.
         del response["Content-Type"]
     else:
-        response = HttpResponse(
-            jsonrpc.encode(reply.body, ENCODER),
-            content_type="application/json",
-            status=reply.status,
-        )
+        response = HttpResponse(content, content_type="application/json", status=reply.status)
     for name, value in reply.headers.items():
         response[name] = value
     return response
@@ -224,7 +226,7 @@ def host_refused_reply() -> Reply:
     return Reply(403, jsonrpc.error_response(None, jsonrpc.InvalidRequest("Host not allowed")))
 
 
-def _reply(
+def endpoint_reply(
     server: Server, request: HttpRequest, hooks: Hooks, departure: Departure | None = None
 ) -> Reply:
     """What the endpoint answers a request: refusals first, then ``Endpoint.handle``."""
@@ -335,7 +337,7 @@ def _serve(
             refused = hooks.refusal(request)
             if refused is not None:
                 return (_FAILED, refused)
-            reply = _reply(server, request, hooks, departure)
+            reply = endpoint_reply(server, request, hooks, departure)
             if reply.call is None:
                 last = (_REPLY, reply)
             else:
@@ -834,28 +836,40 @@ def sync_view(server: Server) -> Callable[..., HttpResponseBase]:
 def _sync_endpoint(server: Server) -> Callable[[HttpRequest], HttpResponseBase]:
     def mcp_endpoint(request: HttpRequest) -> HttpResponseBase:
         try:
-            reply = _reply(server, request, _DJANGO_HOOKS)
+            reply = endpoint_reply(server, request, _DJANGO_HOOKS)
         except Exception as exc:
             # A client of this endpoint reads JSON-RPC, not Django's HTML error page.
             return failure(exc, request)
-        if reply.listen is not None:
-            return _stream_sync_listen(reply.listen)
-        if reply.call is None:
-            return to_response(reply)
-        return _stream_sync_call(reply.call)
+        answer = sync_answer(reply)
+        if isinstance(answer, Reply):
+            return to_response(answer)
+        return StreamingHttpResponse(answer, headers=sse.HEADERS)
 
     return mcp_endpoint
 
 
-def _stream_sync_call(call: Call) -> HttpResponseBase:
+def sync_answer(reply: Reply) -> Reply | Iterator[bytes]:
+    """What a WSGI server sends for ``reply``: a plain reply, or an event stream's chunks.
+
+    A call runs in a worker thread until it produces something; its plain answer if that is
+    all it produces. A listen stream's chunks are made in the thread that reads them.
+    """
+    if reply.listen is not None:
+        return _sync_listen_chunks(reply.listen)
+    if reply.call is None:
+        return reply
+    return _sync_call(reply.call)
+
+
+def _sync_call(call: Call) -> Reply | Iterator[bytes]:
     items = Pipe()
     workers.run(functools.partial(_run_alone, call, items.put))
     kind, payload = items.get()
     plain = _plain_reply(kind, payload)
     if plain is not None:
-        return to_response(plain)
+        return plain
 
-    def body() -> Iterator[bytes]:
+    def chunks() -> Iterator[bytes]:
         relay = _CallRelay(call)
         try:
             chunks = relay.start(kind, payload)
@@ -867,32 +881,29 @@ def _stream_sync_call(call: Call) -> HttpResponseBase:
         finally:
             relay.finish()
 
-    return StreamingHttpResponse(body(), headers=sse.HEADERS)
+    return chunks()
 
 
-def _stream_sync_listen(stream: Stream) -> HttpResponseBase:
-    def body() -> Iterator[bytes]:
-        # A sync gunicorn worker serves in its main thread, where its shutdown is heard.
-        shutdown.install(_SHUTDOWN_SIGNALS)
-        relay = _ListenRelay(stream)
-        try:
-            # The request's own thread: Django closes its connection when the request ends.
-            chunks = relay.start(stream.backlog())
-            while True:
-                yield from chunks
-                if stream.finished:
-                    return
-                if relay.ends:
-                    yield from relay.ending()
-                    return
-                if relay.renewal_due() and not relay.renew():
-                    return
-                try:
-                    chunks = relay.feed(*relay.items.get(relay.wait()))
-                except Empty:
-                    chunks = [sse.comment()]
-        finally:
-            relay.unsubscribe()
-            _closed(stream)
-
-    return StreamingHttpResponse(body(), headers=sse.HEADERS)
+def _sync_listen_chunks(stream: Stream) -> Iterator[bytes]:
+    # A sync gunicorn worker serves in its main thread, where its shutdown is heard.
+    shutdown.install(_SHUTDOWN_SIGNALS)
+    relay = _ListenRelay(stream)
+    try:
+        # The request's own thread: Django closes its connection when the request ends.
+        chunks = relay.start(stream.backlog())
+        while True:
+            yield from chunks
+            if stream.finished:
+                return
+            if relay.ends:
+                yield from relay.ending()
+                return
+            if relay.renewal_due() and not relay.renew():
+                return
+            try:
+                chunks = relay.feed(*relay.items.get(relay.wait()))
+            except Empty:
+                chunks = [sse.comment()]
+    finally:
+        relay.unsubscribe()
+        _closed(stream)

@@ -1,0 +1,52 @@
+"""What the ASGI and WSGI routes share: finding the endpoint, the hooks, the log."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+from django.test import RequestFactory, override_settings
+
+import mcp_app
+from mcp_app.transport.bare import HOOKS, endpoint, log_status
+from mcp_app.transport.http import Reply
+
+
+def test_the_endpoint_is_found_by_path_and_other_paths_are_not_its() -> None:
+    found = endpoint("/mcp")
+    assert found is not None
+    server, _match = found
+    assert server is mcp_app.site
+    slashed = endpoint("/mcp/")  # with or without a slash
+    assert slashed is not None and slashed[0] is mcp_app.site
+    assert endpoint("/admin/login/") is None
+    assert endpoint("/no/such/path") is None
+
+
+def test_a_urlconf_that_does_not_load_is_left_to_djangos_handler() -> None:
+    with override_settings(ROOT_URLCONF="tests.no_such_urlconf"):
+        assert endpoint("/mcp") is None
+
+
+def test_4xx_and_5xx_are_logged_as_django_logs_them(caplog: pytest.LogCaptureFixture) -> None:
+    request = RequestFactory().post("/mcp")
+    with caplog.at_level(logging.WARNING, logger="django.request"):
+        log_status(404, request)
+        log_status(503, None, "/elsewhere")
+    records = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "django.request"]
+    assert records == [("WARNING", "Not Found: /mcp"), ("ERROR", "Service Unavailable: /elsewhere")]
+
+
+@pytest.mark.django_db
+def test_the_hooks_log_a_refusal_but_leave_a_calls_answer_to_its_sender(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    request: Any = RequestFactory().post("/mcp")
+    with caplog.at_level(logging.WARNING, logger="django.request"):
+        HOOKS.end(request, Reply(403))
+        HOOKS.end(request, Reply(400, call=object()))  # type: ignore[arg-type]
+        HOOKS.end(request, Reply(200))
+    assert [r.getMessage() for r in caplog.records if r.name == "django.request"] == [
+        "Forbidden: /mcp"
+    ]
