@@ -50,7 +50,7 @@ LOAD_CORE = 1
 HOST = "127.0.0.1"  # the only address this harness ever sends to
 
 #: This project's servers, which --variant runs again with other environment.
-OWN_SERVERS = ("mcp_app/gunicorn", "mcp_app/uvicorn", "mcp_app/asgi")
+OWN_SERVERS = ("mcp_app/gunicorn", "mcp_app/wsgi", "mcp_app/uvicorn", "mcp_app/asgi")
 
 # How a product target bounds its ratio.
 AT_LEAST, AT_MOST = ">=", "<="
@@ -337,6 +337,20 @@ def targets(mcpz_python: Path, db: Path, variants: Sequence[Sequence[str]] = ())
             lifespan="on",
         ),
     ]
+    mcp_gunicorn = next(t for t in found if t.key == "mcp_app/gunicorn")
+    # The same settings, the endpoint served by mcp_app.wsgi.route instead of Django's handler.
+    found.insert(
+        found.index(mcp_gunicorn) + 1,
+        Target(
+            "mcp_app/wsgi",
+            "django-mcp-app · gunicorn · mcp_app.wsgi.route",
+            "mcp_app",
+            "gunicorn",
+            main,
+            "bench.servers.wsgi_route:application",
+            dict(mcp_gunicorn.env),
+        ),
+    )
     mcp_uvicorn = next(t for t in found if t.key == "mcp_app/uvicorn")
     # The same settings, the endpoint served by mcp_app.asgi.route instead of Django's handler.
     found.insert(
@@ -875,10 +889,12 @@ def ratios(by_key: dict[str, Target], mrtr: Mrtr | None) -> list[Ratio]:
               rps("mcp_app/uvicorn", "floor/uvicorn"), 0.9),
         Ratio("Django view path ÷ bare view, gunicorn", "req/s, mcp_app/gunicorn ÷ floor/gunicorn",
               rps("mcp_app/gunicorn", "floor/gunicorn"), 0.9),
-        Ratio("WSGI ÷ floor", "req/s, mcp_app/gunicorn ÷ floor/gunicorn",
-              rps("mcp_app/gunicorn", "floor/gunicorn"), 0.95),
-        Ratio("WSGI ÷ django-mcpz", "req/s, mcp_app/gunicorn ÷ mcpz/gunicorn",
-              rps("mcp_app/gunicorn", "mcpz/gunicorn"), 1.0),
+        Ratio("WSGI ÷ floor", "req/s, mcp_app/wsgi ÷ floor/gunicorn",
+              rps("mcp_app/wsgi", "floor/gunicorn"), 0.95),
+        Ratio("WSGI ÷ django-mcpz", "req/s, mcp_app/wsgi ÷ mcpz/gunicorn",
+              rps("mcp_app/wsgi", "mcpz/gunicorn"), 1.0),
+        Ratio("WSGI view path ÷ django-mcpz", "req/s, mcp_app/gunicorn ÷ mcpz/gunicorn",
+              rps("mcp_app/gunicorn", "mcpz/gunicorn")),
         Ratio("ASGI ÷ django-mcpz", "req/s, mcp_app/uvicorn ÷ mcpz/uvicorn",
               rps("mcp_app/uvicorn", "mcpz/uvicorn")),
         Ratio("ASGI ÷ raw ASGI ceiling", "req/s, mcp_app/asgi ÷ raw/uvicorn",
@@ -897,6 +913,8 @@ def ratios(by_key: dict[str, Target], mrtr: Mrtr | None) -> list[Ratio]:
               p99("mcp_app/uvicorn", "mcpz/uvicorn"), 1.0, AT_MOST),
         Ratio("p99 ÷ django-mcpz, gunicorn", "p99, mcp_app/gunicorn ÷ mcpz/gunicorn",
               p99("mcp_app/gunicorn", "mcpz/gunicorn"), 1.0, AT_MOST),
+        Ratio("p99 ÷ django-mcpz, WSGI route", "p99, mcp_app/wsgi ÷ mcpz/gunicorn",
+              p99("mcp_app/wsgi", "mcpz/gunicorn"), 1.0, AT_MOST),
     ]  # fmt: skip
     return found
 
@@ -1086,7 +1104,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         nargs="+",
         action="append",
         metavar=("NAME", "ENV=VALUE"),
-        help="also run mcp_app/gunicorn, mcp_app/uvicorn and mcp_app/asgi with this "
+        help="also run mcp_app/gunicorn, mcp_app/wsgi, mcp_app/uvicorn and mcp_app/asgi with this "
         "environment, e.g. --variant no-audit 'BENCH_MCP_APP={\"AUDIT\": false}'",
     )
     parser.add_argument(

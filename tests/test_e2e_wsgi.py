@@ -1,4 +1,5 @@
-"""End to end under WSGI: the demo site in a real gunicorn process with the sync view."""
+"""End to end under WSGI: the demo site in a real gunicorn process, through ``mcp_app.wsgi.route``
+(the demo's default) and through Django's handler and the sync view."""
 
 from __future__ import annotations
 
@@ -17,9 +18,12 @@ from tests.test_e2e_client import check_calls_progress_and_input, check_streams_
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture(scope="module")
-def wsgi_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoServer]:
-    server = DemoServer(tmp_path_factory.mktemp("wsgi"), kind="gunicorn", env={"MCP_VIEW": "sync"})
+@pytest.fixture(scope="module", params=["route", "view"])
+def wsgi_server(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[DemoServer]:
+    env = {"MCP_VIEW": "sync", "MCP_WSGI_ROUTE": "1" if request.param == "route" else "0"}
+    server = DemoServer(tmp_path_factory.mktemp("wsgi"), kind="gunicorn", env=env)
     yield server
     server.stop()
 
@@ -32,7 +36,9 @@ def test_calls_progress_and_input_under_gunicorn(wsgi_server: DemoServer, mode: 
 @pytest.fixture(scope="module")
 def wsgi_async_view(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoServer]:
     server = DemoServer(
-        tmp_path_factory.mktemp("wsgi-async"), kind="gunicorn", env={"MCP_VIEW": "async"}
+        tmp_path_factory.mktemp("wsgi-async"),
+        kind="gunicorn",
+        env={"MCP_VIEW": "async", "MCP_WSGI_ROUTE": "0"},
     )
     yield server
     server.stop()

@@ -1,0 +1,148 @@
+"""Serve mcp_app's endpoints straight from WSGI, in front of a site's Django application.
+
+In the site's ``wsgi.py``::
+
+    from django.core.wsgi import get_wsgi_application
+
+    import mcp_app.wsgi
+
+    application = mcp_app.wsgi.route(get_wsgi_application())
+
+A request whose path resolves, through the site's ``ROOT_URLCONF``, to an endpoint of
+``Server.urls`` is served here, in the server's thread, without Django's handler or
+``MIDDLEWARE``. Every other request goes to the wrapped application unchanged.
+
+What such a request gets and does not get is what ``mcp_app.asgi.route`` gives: the
+``ALLOWED_HOSTS`` check, the body limits, stale database connections let go of before and
+after, the site's lazy ``request.session`` and ``request.user``, ``LoginRequiredMiddleware``'s
+redirect, the endpoint's own Origin check and DRF authentication, ``got_request_exception`` and
+the ``django.request`` log for failures and 4xx/5xx answers; no other middleware, no
+``request_started`` or ``request_finished`` signals, and no HTML error pages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from http.client import responses
+from typing import TYPE_CHECKING, Any
+
+from django.core.handlers.wsgi import WSGIRequest, get_path_info, get_script_name
+from django.db import close_old_connections
+from django.http import HttpRequest
+from django.http.response import HttpResponseBase
+from django.urls import ResolverMatch, set_script_prefix
+
+from .transport import sse
+from .transport.bare import HOOKS, endpoint, log_status
+from .transport.http import Reply
+from .transport.views import endpoint_reply, failure, reply_content, sync_answer
+
+if TYPE_CHECKING:
+    from .server import Server
+
+__all__ = ["Route", "route"]
+
+Environ = dict[str, Any]
+StartResponse = Callable[..., Any]
+WSGIApp = Callable[[Environ, StartResponse], Iterable[bytes]]
+
+_SSE_HEADERS = list(sse.HEADERS.items())
+_JSON = ("Content-Type", "application/json")
+
+
+def route(application: WSGIApp) -> Route:
+    """Serve mcp_app's endpoints directly, and every other request with ``application``."""
+    return Route(application)
+
+
+class Route:
+    """A WSGI application answering mcp_app endpoint requests itself (see the module)."""
+
+    def __init__(self, application: WSGIApp) -> None:
+        self.application = application
+
+    def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
+        found = endpoint(get_path_info(environ))
+        if found is None:
+            return self.application(environ, start_response)
+        return _serve(found[0], found[1], environ, start_response)
+
+
+def _serve(
+    server: Server, match: ResolverMatch, environ: Environ, start_response: StartResponse
+) -> Iterable[bytes]:
+    # As Django's handler does, so reverse() in a handler honours the script name; set on
+    # every request, since the thread may have served another site's prefix before.
+    set_script_prefix(get_script_name(environ))
+    request = WSGIRequest(environ)
+    request.resolver_match = match
+    answer = _answer(server, request)
+    if isinstance(answer, HttpResponseBase):
+        return _send_response(answer, start_response)
+    if isinstance(answer, Reply):
+        return _send_reply(answer, start_response)
+    start_response("200 OK", _SSE_HEADERS)
+    return _Stream(answer)
+
+
+def _answer(server: Server, request: HttpRequest) -> HttpResponseBase | Reply | Iterator[bytes]:
+    """The request's answer, with the route's hooks around its work; a failure reported."""
+    reply = None
+    try:
+        HOOKS.begin(request)
+        try:
+            refused = HOOKS.refusal(request)
+            if refused is not None:
+                return refused
+            reply = endpoint_reply(server, request, HOOKS)
+            answer = sync_answer(reply)
+        finally:
+            HOOKS.end(request, reply)
+    except Exception as exc:
+        return failure(exc, request)
+    if isinstance(answer, Reply) and reply.call is not None and answer.status >= 400:
+        # A call's plain answer: its status was known only once it had run.
+        log_status(answer.status, request)
+    return answer
+
+
+def _send_reply(reply: Reply, start_response: StartResponse) -> list[bytes]:
+    """A JSON reply, encoded as ``to_response`` encodes it, without building a response."""
+    content = reply_content(reply)
+    headers = [] if content is None else [_JSON]
+    headers.append(("Content-Length", str(len(content or b""))))
+    headers += reply.headers.items()
+    start_response(f"{reply.status} {responses.get(reply.status, 'Unknown Status Code')}", headers)
+    return [content or b""]
+
+
+def _send_response(response: HttpResponseBase, start_response: StartResponse) -> Iterable[bytes]:
+    headers = list(response.items())
+    headers += [("Set-Cookie", cookie.output(header="")) for cookie in response.cookies.values()]
+    if response.streaming:
+        start_response(f"{response.status_code} {response.reason_phrase}", headers)
+        return _Stream(iter(response))
+    content = response.content  # type: ignore[attr-defined]
+    if not response.has_header("Content-Length"):
+        headers.append(("Content-Length", str(len(content))))
+    start_response(f"{response.status_code} {response.reason_phrase}", headers)
+    return [content]
+
+
+class _Stream:
+    """An event stream's chunks, for the WSGI server to iterate and then close: closing ends
+    the stream (a call's, which cancels it) and lets go of the thread's database connections."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self.chunks = chunks
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self.chunks
+
+    def close(self) -> None:
+        try:
+            close = getattr(self.chunks, "close", None)
+            if close is not None:
+                close()
+        finally:
+            close_old_connections()
