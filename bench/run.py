@@ -337,34 +337,23 @@ def targets(mcpz_python: Path, db: Path, variants: Sequence[Sequence[str]] = ())
             lifespan="on",
         ),
     ]
-    mcp_gunicorn = next(t for t in found if t.key == "mcp_app/gunicorn")
-    # The same settings, the endpoint served by mcp_app.wsgi.route instead of Django's handler.
-    found.insert(
-        found.index(mcp_gunicorn) + 1,
-        Target(
-            "mcp_app/wsgi",
-            "django-mcp-app · gunicorn · mcp_app.wsgi.route",
-            "mcp_app",
-            "gunicorn",
-            main,
-            "bench.servers.wsgi_route:application",
-            dict(mcp_gunicorn.env),
-        ),
-    )
+    # The same settings, the endpoint served by mcp_app's route for the server instead of
+    # Django's handler: each right after the Django view path it stands beside.
+    for server, kind in (("gunicorn", "wsgi"), ("uvicorn", "asgi")):
+        base = next(t for t in found if t.key == f"mcp_app/{server}")
+        found.insert(
+            found.index(base) + 1,
+            Target(
+                f"mcp_app/{kind}",
+                f"django-mcp-app · {server} · mcp_app.{kind}.route",
+                "mcp_app",
+                server,
+                main,
+                f"bench.servers.{kind}_route:application",
+                dict(base.env),
+            ),
+        )
     mcp_uvicorn = next(t for t in found if t.key == "mcp_app/uvicorn")
-    # The same settings, the endpoint served by mcp_app.asgi.route instead of Django's handler.
-    found.insert(
-        found.index(mcp_uvicorn) + 1,
-        Target(
-            "mcp_app/asgi",
-            "django-mcp-app · uvicorn · mcp_app.asgi.route",
-            "mcp_app",
-            "uvicorn",
-            main,
-            "bench.servers.asgi_route:application",
-            dict(mcp_uvicorn.env),
-        ),
-    )
     # A process of its own for the initialize-era call, so each process's peak RSS is
     # that of one kind of call.
     found.append(

@@ -1,5 +1,8 @@
 """``mcp_app.asgi.route``: the endpoint served straight from ASGI, everything else by Django.
 
+The tests taking ``routed`` run through ``mcp_app.wsgi.route`` too (driven as a WSGI server
+would, by ``tests.test_wsgi``): what both routes keep of Django's handler is checked once.
+
 Each test drives the application by hand, as an ASGI server would: a scope, ``receive``
 giving the body (then, once the test says so, ``http.disconnect``) and ``send`` collecting
 what goes out, so event streams are read as they are sent. Each exchange runs in a loop of
@@ -28,12 +31,14 @@ from django.contrib.auth.decorators import login_not_required
 from django.contrib.sessions.backends.db import SessionStore
 from django.core.asgi import get_asgi_application
 from django.core.signals import got_request_exception
+from django.core.wsgi import get_wsgi_application
 from django.db import connection
 from django.test import Client, override_settings
 from django.urls import path
 from rest_framework.authtoken.models import Token
 
 import mcp_app
+import mcp_app.wsgi
 from mcp_app.asgi import Route, route
 from mcp_app.conf import conf
 from mcp_app.delivery import backend
@@ -258,6 +263,14 @@ def app() -> Route:
     return route(get_asgi_application())
 
 
+@pytest.fixture(scope="module", params=["asgi", "wsgi"])
+def routed(request: pytest.FixtureRequest) -> Any:
+    """Either route, in front of Django's handler of its kind; ``mcp_call`` drives both."""
+    if request.param == "asgi":
+        return route(get_asgi_application())
+    return mcp_app.wsgi.route(get_wsgi_application())
+
+
 Driver = Callable[..., Exchange]
 
 
@@ -300,7 +313,14 @@ def mcp_call(
     meta: JSON | None = None,
     **kw: Any,
 ) -> Exchange:
-    """A 2026-07-28 request with the headers the wire requires."""
+    """A 2026-07-28 request with the headers the wire requires (through a WSGI route too)."""
+    if isinstance(application, mcp_app.wsgi.Route):
+        from tests import test_wsgi
+
+        answered: Any = test_wsgi.mcp_call(
+            application, method, params, headers=headers, meta=meta, path_=path_, **kw
+        )
+        return answered  # the same status, headers, body, json() and messages()
     body, wire = modern_request(method, params, meta=meta)
     wire = {"Content-Type": "application/json", **wire, **(headers or {})}
     return exchange(application, "POST", path_, json.dumps(body).encode(), wire, **kw)
@@ -438,10 +458,10 @@ def test_a_second_server_is_served_at_its_own_path(app: Route) -> None:
 
 
 def test_a_disallowed_host_is_refused_with_a_json_rpc_403(
-    app: Route, caplog: pytest.LogCaptureFixture
+    routed: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level("ERROR", logger="django.security.DisallowedHost"):
-        done = mcp_call(app, "tools/list", host="evil.example.com")
+        done = mcp_call(routed, "tools/list", host="evil.example.com")
     assert done.status == 403
     # Logged as Django logs it, for a site's alerting.
     assert [r.name for r in caplog.records] == ["django.security.DisallowedHost"]
@@ -452,8 +472,8 @@ def test_a_disallowed_host_is_refused_with_a_json_rpc_403(
     }
 
 
-def test_a_foreign_origin_is_refused_with_a_json_rpc_403(app: Route) -> None:
-    done = mcp_call(app, "tools/list", headers={"Origin": "http://evil.example.com"})
+def test_a_foreign_origin_is_refused_with_a_json_rpc_403(routed: Any) -> None:
+    done = mcp_call(routed, "tools/list", headers={"Origin": "http://evil.example.com"})
     assert done.status == 403
     assert done.json()["error"] == {"code": -32600, "message": "Origin not allowed"}
 
@@ -516,13 +536,13 @@ def test_a_client_gone_before_its_body_ended_gets_nothing(app: Route) -> None:
 
 
 def test_drf_token_authentication_admits_a_token_and_refuses_its_absence(
-    app: Route, mcp: Any
+    routed: Any, mcp: Any
 ) -> None:
     mcp(AUTHENTICATION_CLASSES=[BEARER], PERMISSION_CLASSES=[AUTHENTICATED])
     ada = get_user_model().objects.create_user("ada", "ada@example.com", None)
     key = Token.objects.create(user=ada).key
     admitted = mcp_call(
-        app,
+        routed,
         "tools/call",
         {"name": "whoami", "arguments": {}},
         path_="/extra/mcp",
@@ -531,20 +551,22 @@ def test_drf_token_authentication_admits_a_token_and_refuses_its_absence(
     assert admitted.status == 200
     assert admitted.json()["result"]["content"][0]["text"] == "ada"
 
-    refused = mcp_call(app, "tools/list", path_="/extra/mcp")
+    refused = mcp_call(routed, "tools/list", path_="/extra/mcp")
     assert refused.status == 401
     assert refused.headers["www-authenticate"] == (
         'Bearer resource_metadata="http://localhost/.well-known/oauth-protected-resource/extra/mcp"'
     )
     assert refused.json()["error"]["message"] == "Authentication credentials were not provided"
 
-    forged = mcp_call(app, "tools/list", path_="/extra/mcp", headers={"Authorization": "Bearer x"})
+    forged = mcp_call(
+        routed, "tools/list", path_="/extra/mcp", headers={"Authorization": "Bearer x"}
+    )
     assert forged.status == 401
     assert 'error="invalid_token"' in forged.headers["www-authenticate"]
 
 
 def test_without_authentication_classes_the_session_user_counts(
-    app: Route, monkeypatch: pytest.MonkeyPatch
+    routed: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     loads: list[Any] = []
     original = SessionStore.load
@@ -558,7 +580,7 @@ def test_without_authentication_classes_the_session_user_counts(
     def caller(cookie: str | None = None) -> str:
         headers = {"Cookie": cookie} if cookie else {}
         done = mcp_call(
-            app,
+            routed,
             "tools/call",
             {"name": "whoami", "arguments": {}},
             path_="/extra/mcp",
@@ -588,7 +610,7 @@ def test_without_authentication_classes_the_session_user_counts(
     assert caller(cookie) == "grace"
 
 
-@pytest.mark.parametrize("through", ["route", "django"])
+@pytest.mark.parametrize("through", ["route", "django", "wsgi-route"])
 def test_login_required_middleware_turns_an_anonymous_caller_away_as_django_does(
     through: str,
 ) -> None:
@@ -599,7 +621,9 @@ def test_login_required_middleware_turns_an_anonymous_caller_away_as_django_does
     with override_settings(MIDDLEWARE=login_required, LOGIN_URL="/login/"):
         # Django's handler reads MIDDLEWARE when it is made.
         django = get_asgi_application()
-        application = route(django) if through == "route" else django
+        application: Any = route(django) if through == "route" else django
+        if through == "wsgi-route":
+            application = mcp_app.wsgi.route(get_wsgi_application())
         anonymous = mcp_call(application, "tools/list", path_="/extra/mcp")
         assert anonymous.status == 302
         assert anonymous.headers["location"] == "/login/?next=/extra/mcp"
@@ -640,9 +664,9 @@ def test_either_view_serves_a_site_with_atomic_requests(
 
 
 def test_a_failing_handler_is_a_json_rpc_500_and_reported(
-    app: Route, exceptions: list[Any]
+    routed: Any, exceptions: list[Any]
 ) -> None:
-    done = mcp_call(app, "resources/read", {"uri": "test://broken"}, path_="/extra/mcp")
+    done = mcp_call(routed, "resources/read", {"uri": "test://broken"}, path_="/extra/mcp")
     assert done.status == 500
     assert done.json() == INTERNAL_ERROR
     assert b"disk is on fire" not in done.body
@@ -650,7 +674,7 @@ def test_a_failing_handler_is_a_json_rpc_500_and_reported(
 
 
 def test_an_exception_outside_any_handler_is_reported_as_django_reports_one(
-    app: Route,
+    routed: Any,
     exceptions: list[Any],
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
@@ -660,7 +684,7 @@ def test_an_exception_outside_any_handler_is_reported_as_django_reports_one(
 
     monkeypatch.setattr(extra.endpoint, "handle", handle)
     with caplog.at_level(logging.ERROR, logger="django.request"):
-        done = mcp_call(app, "tools/list", path_="/extra/mcp")
+        done = mcp_call(routed, "tools/list", path_="/extra/mcp")
     assert done.status == 500
     assert done.json() == {"jsonrpc": "2.0", "error": {"code": -32603, "message": "Internal error"}}
     assert b"Traceback" not in done.body and b"catalog is gone" not in done.body
@@ -672,10 +696,10 @@ def test_an_exception_outside_any_handler_is_reported_as_django_reports_one(
 
 
 def test_refusals_are_logged_as_django_logs_4xx(
-    app: Route, caplog: pytest.LogCaptureFixture
+    routed: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.WARNING, logger="django.request"):
-        mcp_call(app, "tools/list", headers={"Origin": "http://evil.example.com"})
+        mcp_call(routed, "tools/list", headers={"Origin": "http://evil.example.com"})
     assert [r.getMessage() for r in caplog.records if r.name == "django.request"] == [
         "Forbidden: /mcp"
     ]
@@ -683,10 +707,10 @@ def test_refusals_are_logged_as_django_logs_4xx(
 
 @pytest.mark.parametrize("meta", [None, {"progressToken": "p"}])
 def test_a_call_answered_4xx_is_logged_whether_or_not_it_could_have_streamed(
-    app: Route, caplog: pytest.LogCaptureFixture, meta: JSON | None
+    routed: Any, caplog: pytest.LogCaptureFixture, meta: JSON | None
 ) -> None:
     with caplog.at_level(logging.WARNING, logger="django.request"):
-        done = mcp_call(app, "tools/call", {"name": "test_missing_capability"}, meta=meta)
+        done = mcp_call(routed, "tools/call", {"name": "test_missing_capability"}, meta=meta)
     assert done.status == 400
     assert [r.getMessage() for r in caplog.records if r.name == "django.request"] == [
         "Bad Request: /mcp"
@@ -753,16 +777,16 @@ def test_the_django_view_answers_a_value_json_has_no_form_for_as_an_internal_err
 
 @pytest.mark.parametrize("meta", [None, {"progressToken": 5}])
 def test_dates_and_decimals_are_answered_alike_plain_or_streamed(
-    app: Route, meta: JSON | None
+    routed: Any, meta: JSON | None
 ) -> None:
-    done = mcp_call(app, "tools/call", {"name": "price"}, path_="/extra/mcp", meta=meta)
+    done = mcp_call(routed, "tools/call", {"name": "price"}, path_="/extra/mcp", meta=meta)
     final = done.messages()[-1] if meta else done.json()
     assert final["result"]["structuredContent"] == {"price": "9.99", "on": "2026-11-30"}
 
 
-def test_a_hidden_tool_is_unknown_whatever_the_headers_say(app: Route) -> None:
+def test_a_hidden_tool_is_unknown_whatever_the_headers_say(routed: Any) -> None:
     done = mcp_call(
-        app,
+        routed,
         "tools/call",
         {"name": "payroll", "arguments": {"employee": "alice"}},
         path_="/extra/mcp",
@@ -772,9 +796,9 @@ def test_a_hidden_tool_is_unknown_whatever_the_headers_say(app: Route) -> None:
     assert done.json()["error"]["message"] == "Unknown tool: payroll"
 
 
-def test_a_tool_call_checks_the_permission_once(app: Route) -> None:
+def test_a_tool_call_checks_the_permission_once(routed: Any) -> None:
     permission_checks.clear()
-    done = mcp_call(app, "tools/call", {"name": "counted"}, path_="/extra/mcp")
+    done = mcp_call(routed, "tools/call", {"name": "counted"}, path_="/extra/mcp")
     assert done.json()["result"]["content"][0]["text"] == "counted"
     assert len(permission_checks) == 1
 

@@ -1,32 +1,28 @@
-"""``mcp_app.wsgi.route``: the endpoint served straight from WSGI, driven as a WSGI server does."""
+"""``mcp_app.wsgi.route``: the endpoint served straight from WSGI, driven as a WSGI server does.
+
+What it keeps of Django's handler as the ASGI route does (Host and Origin checks, authentication,
+failures reported, 4xx logged) is checked for both routes in ``tests.test_asgi``, with this
+module's ``mcp_call``.
+"""
 
 from __future__ import annotations
 
 import io
 import json
-import logging
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from django.conf import settings
-from django.contrib.auth import get_user_model
-from django.contrib.auth.decorators import login_not_required
-from django.core.signals import got_request_exception, request_finished, request_started
+from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
-from django.test import Client, override_settings
 from django.urls import get_script_prefix, path
-from rest_framework.authtoken.models import Token
 
 import mcp_app
 import mcp_app.wsgi
 from mcp_app.protocol.context import RequestContext
-from mcp_app.server import SERVER_ATTRIBUTE
-from mcp_app.transport.views import sync_view
 from mcp_app.wsgi import Route, route
 from project.urls import urlpatterns as site_patterns
 from tests.conftest import modern_request
@@ -34,24 +30,11 @@ from tests.conftest import modern_request
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.urls(__name__)]
 
 JSON = dict[str, Any]
-BEARER = "mcp_app.auth.BearerTokenAuthentication"
-AUTHENTICATED = "rest_framework.permissions.IsAuthenticated"
 
 
 # -- a server of this module, beside the demo site's --------------------------------------------
 
 extra = mcp_app.Server("wsgi-tests", rows=False)
-
-
-@extra.resource("test://broken", name="broken", mime_type="text/plain")
-def broken(context: RequestContext) -> str:
-    raise RuntimeError("the disk is on fire")
-
-
-@extra.tool(name="whoami")
-def whoami(arguments: JSON, context: RequestContext) -> str:
-    user = context.user
-    return user.get_username() if user.is_authenticated else "anonymous"
 
 
 @extra.tool(name="prefix")
@@ -71,16 +54,9 @@ def ticking(arguments: JSON, context: RequestContext) -> str:
     return "done"
 
 
-def _login_not_required_view() -> Any:
-    view = sync_view(extra)
-    setattr(view, SERVER_ATTRIBUTE, extra)
-    return login_not_required(view)
-
-
 urlpatterns = [
     *site_patterns,
     path("extra/mcp", extra.urls),
-    path("exempt/mcp", _login_not_required_view()),
 ]
 
 
@@ -194,19 +170,6 @@ def mcp(settings: Any) -> Any:
     return configure
 
 
-@pytest.fixture
-def exceptions() -> Iterator[list[Any]]:
-    """The requests ``got_request_exception`` was sent for."""
-    found: list[Any] = []
-
-    def receiver(sender: Any, request: Any = None, **kwargs: Any) -> None:
-        found.append(request)
-
-    got_request_exception.connect(receiver)
-    yield found
-    got_request_exception.disconnect(receiver)
-
-
 # -- a call ----------------------------------------------------------------------------------------
 
 
@@ -263,19 +226,6 @@ def test_the_script_name_is_the_script_prefix_in_handlers(app: Route) -> None:
 # -- what the route keeps ------------------------------------------------------------------------
 
 
-def test_a_disallowed_host_is_refused_with_a_json_rpc_403(
-    app: Route, caplog: pytest.LogCaptureFixture
-) -> None:
-    with caplog.at_level("ERROR", logger="django.security.DisallowedHost"):
-        done = mcp_call(app, "tools/list", host="evil.example.com")
-    assert done.status == 403
-    assert [r.name for r in caplog.records] == ["django.security.DisallowedHost"]
-    assert done.json() == {
-        "jsonrpc": "2.0",
-        "error": {"code": -32600, "message": "Host not allowed"},
-    }
-
-
 def test_a_body_over_the_limit_is_413_declared_or_chunked(app: Route, mcp: Any) -> None:
     mcp(MAX_BODY_BYTES=1000)
     body, headers = modern_request("tools/list")
@@ -287,98 +237,6 @@ def test_a_body_over_the_limit_is_413_declared_or_chunked(app: Route, mcp: Any) 
     # Within the limit, a chunked body is read to its end.
     done = call(app, body=json.dumps(body).encode(), headers=headers, chunked=True)
     assert done.status == 200, done.body
-
-
-def test_drf_token_authentication_admits_a_token_and_refuses_its_absence(
-    app: Route, mcp: Any
-) -> None:
-    mcp(AUTHENTICATION_CLASSES=[BEARER], PERMISSION_CLASSES=[AUTHENTICATED])
-    ada = get_user_model().objects.create_user("ada", "ada@example.com", None)
-    key = Token.objects.create(user=ada).key
-    admitted = mcp_call(
-        app,
-        "tools/call",
-        {"name": "whoami", "arguments": {}},
-        path_="/extra/mcp",
-        headers={"Authorization": f"Bearer {key}"},
-    )
-    assert admitted.status == 200
-    assert admitted.json()["result"]["content"][0]["text"] == "ada"
-    refused = mcp_call(app, "tools/list", path_="/extra/mcp")
-    assert refused.status == 401
-    assert refused.headers["www-authenticate"].startswith("Bearer resource_metadata=")
-
-
-def test_the_session_user_counts_without_authentication_classes(app: Route) -> None:
-    params = {"name": "whoami", "arguments": {}}
-    anonymous = mcp_call(app, "tools/call", params, path_="/extra/mcp")
-    assert anonymous.json()["result"]["content"][0]["text"] == "anonymous"
-    grace = get_user_model().objects.create_user("grace", "grace@example.com", None)
-    browser = Client()
-    browser.force_login(grace)
-    cookie = {"Cookie": f"sessionid={browser.cookies['sessionid'].value}"}
-    signed_in = mcp_call(app, "tools/call", params, path_="/extra/mcp", headers=cookie)
-    assert signed_in.json()["result"]["content"][0]["text"] == "grace"
-
-
-def test_login_required_middleware_turns_an_anonymous_caller_away() -> None:
-    login_required = [
-        *settings.MIDDLEWARE,
-        "django.contrib.auth.middleware.LoginRequiredMiddleware",
-    ]
-    with override_settings(MIDDLEWARE=login_required, LOGIN_URL="/login/"):
-        application = route(get_wsgi_application())
-        anonymous = mcp_call(application, "tools/list", path_="/extra/mcp")
-        assert anonymous.status == 302
-        assert anonymous.headers["location"] == "/login/?next=/extra/mcp"
-        assert mcp_call(application, "tools/list", path_="/exempt/mcp").status == 200
-
-
-# -- failures --------------------------------------------------------------------------------------
-
-
-def test_a_failing_handler_is_a_json_rpc_500_and_reported(
-    app: Route, exceptions: list[Any]
-) -> None:
-    done = mcp_call(app, "resources/read", {"uri": "test://broken"}, path_="/extra/mcp")
-    assert done.status == 500
-    assert done.json()["error"] == {"code": -32603, "message": "Internal error"}
-    assert b"disk is on fire" not in done.body
-    assert [request.path for request in exceptions] == ["/extra/mcp"]
-
-
-def test_an_exception_outside_any_handler_is_reported_as_django_reports_one(
-    app: Route,
-    exceptions: list[Any],
-    monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    def handle(incoming: Any) -> Any:
-        raise RuntimeError("the catalog is gone")
-
-    monkeypatch.setattr(extra.endpoint, "handle", handle)
-    with caplog.at_level(logging.ERROR, logger="django.request"):
-        done = mcp_call(app, "tools/list", path_="/extra/mcp")
-    assert done.status == 500
-    assert done.json() == {"jsonrpc": "2.0", "error": {"code": -32603, "message": "Internal error"}}
-    assert b"catalog is gone" not in done.body
-    assert len(exceptions) == 1
-    record = next(r for r in caplog.records if r.name == "django.request")
-    assert record.getMessage() == "Internal Server Error: /extra/mcp"
-
-
-@pytest.mark.parametrize("meta", [None, {"progressToken": "p"}])
-def test_a_4xx_answer_is_logged_whether_or_not_the_call_could_have_streamed(
-    app: Route, caplog: pytest.LogCaptureFixture, meta: JSON | None
-) -> None:
-    with caplog.at_level(logging.WARNING, logger="django.request"):
-        done = mcp_call(app, "tools/call", {"name": "test_missing_capability"}, meta=meta)
-        refused = mcp_call(app, "tools/list", headers={"Origin": "http://evil.example.com"})
-    assert (done.status, refused.status) == (400, 403)
-    assert [r.getMessage() for r in caplog.records if r.name == "django.request"] == [
-        "Bad Request: /mcp",
-        "Forbidden: /mcp",
-    ]
 
 
 # -- streams -------------------------------------------------------------------------------------
