@@ -43,7 +43,7 @@ from django.urls import ResolverMatch, set_script_prefix
 
 from .protocol import jsonrpc
 from .transport import sse
-from .transport.bare import BareHooks, endpoint, log_status
+from .transport.bare import BareHooks, endpoint, log_status, unreadable
 from .transport.http import Reply
 from .transport.views import (
     Answer,
@@ -159,6 +159,10 @@ async def _serve(
         # As Django's handler answers a query string that is not UTF-8.
         error = jsonrpc.InvalidRequest("Bad Request: the query string is not UTF-8")
         await _send_reply(Reply(400, jsonrpc.error_response(None, error)), send, None)
+        _log(400, None, scope["path"])
+        return
+    except ValueError as exc:
+        await _send_reply(unreadable(exc), send, None)
         _log(400, None, scope["path"])
         return
     request.resolver_match = match

@@ -22,9 +22,10 @@ the ``django.request`` log for failures and 4xx/5xx answers; no other middleware
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Iterator
 from http.client import responses
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django.core.handlers.wsgi import WSGIRequest, get_path_info, get_script_name
 from django.db import close_old_connections
@@ -33,7 +34,7 @@ from django.http.response import HttpResponseBase
 from django.urls import ResolverMatch, set_script_prefix
 
 from .transport import sse
-from .transport.bare import HOOKS, endpoint, log_status
+from .transport.bare import HOOKS, endpoint, log_status, unreadable
 from .transport.http import Reply
 from .transport.views import endpoint_reply, failure, reply_content, sync_answer
 
@@ -41,6 +42,8 @@ if TYPE_CHECKING:
     from .server import Server
 
 __all__ = ["Route", "route"]
+
+logger = logging.getLogger("django.request")
 
 Environ = dict[str, Any]
 StartResponse = Callable[..., Any]
@@ -74,7 +77,11 @@ def _serve(
     # As Django's handler does, so reverse() in a handler honours the script name; set on
     # every request, since the thread may have served another site's prefix before.
     set_script_prefix(get_script_name(environ))
-    request = WSGIRequest(environ)
+    try:
+        request = WSGIRequest(environ)
+    except ValueError as exc:
+        log_status(400, None, get_path_info(environ))
+        return _send_reply(unreadable(exc), start_response)
     request.resolver_match = match
     answer = _answer(server, request)
     if isinstance(answer, HttpResponseBase):
@@ -82,7 +89,7 @@ def _serve(
     if isinstance(answer, Reply):
         return _send_reply(answer, start_response)
     start_response("200 OK", _SSE_HEADERS)
-    return _Stream(answer)
+    return _Stream(answer, request)
 
 
 def _answer(server: Server, request: HttpRequest) -> HttpResponseBase | Reply | Iterator[bytes]:
@@ -119,25 +126,37 @@ def _send_reply(reply: Reply, start_response: StartResponse) -> list[bytes]:
 def _send_response(response: HttpResponseBase, start_response: StartResponse) -> Iterable[bytes]:
     headers = list(response.items())
     headers += [("Set-Cookie", cookie.output(header="")) for cookie in response.cookies.values()]
+    status = f"{response.status_code} {response.reason_phrase}"
     if response.streaming:
-        start_response(f"{response.status_code} {response.reason_phrase}", headers)
-        return _Stream(iter(response))
+        start_response(status, headers)
+        return cast(Iterable[bytes], response)  # which the server closes
     content = response.content  # type: ignore[attr-defined]
     if not response.has_header("Content-Length"):
         headers.append(("Content-Length", str(len(content))))
-    start_response(f"{response.status_code} {response.reason_phrase}", headers)
+    start_response(status, headers)
     return [content]
 
 
 class _Stream:
     """An event stream's chunks, for the WSGI server to iterate and then close: closing ends
-    the stream (a call's, which cancels it) and lets go of the thread's database connections."""
+    the stream (a call's, which cancels it) and lets go of the thread's database connections.
 
-    def __init__(self, chunks: Iterator[bytes]) -> None:
+    A failure while streaming is logged as the ASGI route logs it; the status is sent, so
+    the server can only cut the stream short.
+    """
+
+    def __init__(self, chunks: Iterator[bytes], request: HttpRequest) -> None:
         self.chunks = chunks
+        self.request = request
 
     def __iter__(self) -> Iterator[bytes]:
-        return self.chunks
+        try:
+            yield from self.chunks
+        except Exception:
+            logger.exception(
+                "Error streaming %s", self.request.path, extra={"request": self.request}
+            )
+            raise
 
     def close(self) -> None:
         try:

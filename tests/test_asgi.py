@@ -30,12 +30,15 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_not_required
 from django.contrib.sessions.backends.db import SessionStore
 from django.core.asgi import get_asgi_application
+from django.core.exceptions import SuspiciousOperation
 from django.core.signals import got_request_exception
 from django.core.wsgi import get_wsgi_application
 from django.db import connection
 from django.test import Client, override_settings
 from django.urls import path
 from rest_framework.authtoken.models import Token
+from rest_framework.exceptions import APIException
+from rest_framework.permissions import BasePermission
 
 import mcp_app
 import mcp_app.wsgi
@@ -123,6 +126,18 @@ def counted_permission(user: Any) -> bool:
 @extra.tool(name="counted", permission=counted_permission)
 def counted(arguments: JSON, context: RequestContext) -> str:
     return "counted"
+
+
+class Calm(APIException):
+    status_code = 420
+    default_detail = "Enhance your calm"
+
+
+class CalmDown(BasePermission):
+    """Refuses every call with a status ``http.HTTPStatus`` has no name for."""
+
+    def has_permission(self, request: Any, view: Any) -> bool:
+        raise Calm
 
 
 #: Whether "patient" was cancelled while it waited, once it returned.
@@ -671,6 +686,64 @@ def test_a_failing_handler_is_a_json_rpc_500_and_reported(
     assert done.json() == INTERNAL_ERROR
     assert b"disk is on fire" not in done.body
     assert len(exceptions) == 1 and exceptions[0][1].path == "/extra/mcp"
+
+
+def test_a_disallowed_host_is_refused_before_login_required_middleware_redirects(
+    routed: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    login_required = [
+        *settings.MIDDLEWARE,
+        "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    ]
+    with override_settings(MIDDLEWARE=login_required), caplog.at_level("ERROR"):
+        done = mcp_call(routed, "tools/list", path_="/extra/mcp", host="evil.example.com")
+    assert done.status == 403
+    assert done.json()["error"] == {"code": -32600, "message": "Host not allowed"}
+    assert [r.name for r in caplog.records] == ["django.security.DisallowedHost"]
+
+
+def test_a_status_without_a_standard_name_is_answered_and_logged(
+    routed: Any, mcp: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    mcp(PERMISSION_CLASSES=[f"{__name__}.CalmDown"])
+    with caplog.at_level(logging.WARNING, logger="django.request"):
+        done = mcp_call(routed, "tools/list", path_="/extra/mcp")
+    assert done.status == 420
+    assert done.json()["error"]["message"] == "Enhance your calm"
+    assert [r.getMessage() for r in caplog.records if r.name == "django.request"] == [
+        "Unknown Status Code: /extra/mcp"
+    ]
+
+
+def test_a_content_type_django_cannot_read_is_a_json_rpc_400(routed: Any) -> None:
+    done = mcp_call(
+        routed, "tools/list", headers={"Content-Type": "application/json; charset*=nope''abc"}
+    )
+    assert done.status == 400
+    error = done.json()["error"]
+    assert error["code"] == -32600
+    assert error["message"].startswith("Bad Request: the request's headers cannot be read")
+
+
+def test_a_suspicious_operation_outside_any_handler_is_a_json_rpc_400(
+    routed: Any,
+    exceptions: list[Any],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def handle(incoming: Any) -> Any:
+        raise SuspiciousOperation("a header no one should send")
+
+    monkeypatch.setattr(extra.endpoint, "handle", handle)
+    with caplog.at_level(logging.ERROR):
+        done = mcp_call(routed, "tools/list", path_="/extra/mcp")
+    assert done.status == 400
+    assert done.json()["error"] == {
+        "code": -32600,
+        "message": "Bad Request: a header no one should send",
+    }
+    assert exceptions == []
+    assert [r.name for r in caplog.records] == ["django.security.SuspiciousOperation"]
 
 
 def test_an_exception_outside_any_handler_is_reported_as_django_reports_one(

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import logging
+import sys
+import types
 from typing import Any
 
 import pytest
 from django.test import RequestFactory, override_settings
+from django.urls import clear_url_caches, path
 
 import mcp_app
 from mcp_app.transport.bare import HOOKS, endpoint, log_status
@@ -50,3 +53,19 @@ def test_the_hooks_log_a_refusal_but_leave_a_calls_answer_to_its_sender(
     assert [r.getMessage() for r in caplog.records if r.name == "django.request"] == [
         "Forbidden: /mcp"
     ]
+
+
+def test_an_endpoint_added_to_the_urlconf_is_found_once_url_caches_are_cleared() -> None:
+    module = types.ModuleType("tests.urlconf_that_grows")
+    module.urlpatterns = []  # type: ignore[attr-defined]
+    sys.modules[module.__name__] = module
+    try:
+        with override_settings(ROOT_URLCONF=module.__name__):
+            assert endpoint("/grown/mcp") is None
+            module.urlpatterns = [path("grown/mcp", mcp_app.site.urls)]  # type: ignore[attr-defined]
+            clear_url_caches()
+            found = endpoint("/grown/mcp")
+            assert found is not None and found[0] is mcp_app.site
+    finally:
+        del sys.modules[module.__name__]
+        clear_url_caches()

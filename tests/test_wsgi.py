@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import sys
 import threading
 import time
@@ -19,6 +20,7 @@ import pytest
 from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
 from django.urls import get_script_prefix, path
+from django.utils import timezone, translation
 
 import mcp_app
 import mcp_app.wsgi
@@ -40,6 +42,11 @@ extra = mcp_app.Server("wsgi-tests", rows=False)
 @extra.tool(name="prefix")
 def prefix(arguments: JSON, context: RequestContext) -> str:
     return get_script_prefix()
+
+
+@extra.tool(name="locale")
+def locale(arguments: JSON, context: RequestContext) -> str:
+    return f"{translation.get_language()} {timezone.get_current_timezone_name()}"
 
 
 #: Whether "ticking" was cancelled while it waited, once it returned.
@@ -116,7 +123,7 @@ def environ(
     return found
 
 
-def start(
+def start_request(
     application: Any, method: str = "POST", path_: str = "/mcp", body: bytes = b"", **kw: Any
 ) -> tuple[str, dict[str, str], Any]:
     """Call the application; its status line, headers and (unread) body iterable."""
@@ -133,7 +140,7 @@ def start(
 
 def call(application: Any, method: str = "POST", path_: str = "/mcp", **kw: Any) -> Answered:
     """One request, its body read to the end and closed, as a WSGI server does."""
-    status, headers, result = start(application, method, path_, **kw)
+    status, headers, result = start_request(application, method, path_, **kw)
     try:
         body = b"".join(result)
     finally:
@@ -223,6 +230,24 @@ def test_the_script_name_is_the_script_prefix_in_handlers(app: Route) -> None:
     assert done.json()["result"]["content"][0]["text"] == "/"
 
 
+def test_a_language_or_time_zone_left_active_on_the_thread_is_not_the_endpoints(
+    app: Route, settings: Any
+) -> None:
+    params = {"name": "locale", "arguments": {}}
+    defaults = mcp_call(app, "tools/call", params, path_="/extra/mcp").json()
+    expected = f"{translation.to_language(settings.LANGUAGE_CODE)} {settings.TIME_ZONE}"
+    assert defaults["result"]["content"][0]["text"] == expected
+    # What a request through the site's LocaleMiddleware leaves on the server's thread.
+    translation.activate("fr")
+    timezone.activate("Asia/Tokyo")
+    try:
+        done = mcp_call(app, "tools/call", params, path_="/extra/mcp")
+    finally:
+        translation.deactivate()
+        timezone.deactivate()
+    assert done.json()["result"]["content"][0]["text"] == expected
+
+
 # -- what the route keeps ------------------------------------------------------------------------
 
 
@@ -248,7 +273,7 @@ def test_a_call_streams_its_progress_and_closing_the_stream_cancels_it(app: Rout
         "tools/call", {"name": "ticking", "arguments": {}}, meta={"progressToken": "t"}
     )
     headers = {"Content-Type": "application/json", **headers}
-    status, names, result = start(
+    status, names, result = start_request(
         app, path_="/extra/mcp", body=json.dumps(body).encode(), headers=headers
     )
     assert status == "200 OK"
@@ -269,7 +294,7 @@ def test_a_listen_stream_opens_and_ends_when_closed(app: Route) -> None:
         "subscriptions/listen", {"notifications": {"toolsListChanged": True}}
     )
     headers = {"Content-Type": "application/json", **headers}
-    status, names, result = start(app, body=json.dumps(body).encode(), headers=headers)
+    status, names, result = start_request(app, body=json.dumps(body).encode(), headers=headers)
     assert status == "200 OK"
     assert names["content-type"] == "text/event-stream"
     chunks = iter(result)
@@ -279,6 +304,30 @@ def test_a_listen_stream_opens_and_ends_when_closed(app: Route) -> None:
     assert closed.wait(5)
     with pytest.raises(StopIteration):
         next(chunks)
+
+
+def test_a_failure_while_streaming_is_logged_and_cuts_the_stream(
+    app: Route, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from mcp_app.transport import views
+
+    def start(self: Any, backlog: Any) -> list[bytes]:
+        raise RuntimeError("the backlog is unreadable")
+
+    monkeypatch.setattr(views._ListenRelay, "start", start)
+    body, headers = modern_request(
+        "subscriptions/listen", {"notifications": {"toolsListChanged": True}}
+    )
+    headers = {"Content-Type": "application/json", **headers}
+    status, _, result = start_request(app, body=json.dumps(body).encode(), headers=headers)
+    assert status == "200 OK"
+    with caplog.at_level(logging.ERROR, logger="django.request"):
+        with pytest.raises(RuntimeError, match="unreadable"):
+            list(result)
+        result.close()
+    record = next(r for r in caplog.records if r.name == "django.request")
+    assert record.getMessage() == "Error streaming /mcp"
+    assert record.exc_info is not None
 
 
 def test_a_wsgi_route_module_of_the_demo_site_applies_the_route() -> None:

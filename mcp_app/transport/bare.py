@@ -9,18 +9,21 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import http
+from http.client import responses
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
+from django.core.exceptions import DisallowedHost
 from django.db import close_old_connections
 from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
-from django.urls import Resolver404, ResolverMatch, get_resolver
+from django.urls import Resolver404, ResolverMatch, URLResolver, get_resolver
+from django.utils import timezone, translation
 from django.utils.log import log_response
 from django.utils.module_loading import import_string
 
 from ..conf import Derived
+from ..protocol import jsonrpc
 from ..server import SERVER_ATTRIBUTE
 from .http import Reply
 from .views import Hooks
@@ -28,23 +31,24 @@ from .views import Hooks
 if TYPE_CHECKING:
     from ..server import Server
 
-__all__ = ["HOOKS", "BareHooks", "endpoint", "log_status"]
+__all__ = ["HOOKS", "BareHooks", "endpoint", "log_status", "unreadable"]
 
 
 def endpoint(path_info: str) -> tuple[Server, ResolverMatch] | None:
     """The server whose endpoint ``path_info`` resolves to through ``ROOT_URLCONF``, and the
     match; else ``None``. ``path_info`` is the path without the script prefix."""
     try:
-        return _resolve(settings.ROOT_URLCONF, path_info)
+        # Keyed by the resolver, which clear_url_caches() replaces.
+        return _resolve(get_resolver(settings.ROOT_URLCONF), path_info)
     except Exception:
         # A URLconf that does not load is for Django's handler to report.
         return None
 
 
 @functools.lru_cache(maxsize=1024)
-def _resolve(urlconf: Any, path_info: str) -> tuple[Server, ResolverMatch] | None:
+def _resolve(resolver: URLResolver, path_info: str) -> tuple[Server, ResolverMatch] | None:
     try:
-        match = get_resolver(urlconf).resolve(path_info)
+        match = resolver.resolve(path_info)
     except Resolver404:
         return None
     server = getattr(match.func, SERVER_ATTRIBUTE, None)
@@ -61,6 +65,11 @@ class BareHooks(Hooks):
 
     def begin(self, request: HttpRequest) -> None:
         close_old_connections()
+        # The thread may have served a request whose middleware (LocaleMiddleware, a time
+        # zone middleware) activated a language or time zone: the endpoint runs with the
+        # site's defaults, as its middleware does not run.
+        translation.deactivate()
+        timezone.deactivate()
         for middleware in _SITE_AUTH_MIDDLEWARE.get():
             middleware.process_request(request)
 
@@ -68,7 +77,13 @@ class BareHooks(Hooks):
         # LoginRequiredMiddleware turns an anonymous caller away, as under Django's handler,
         # unless the endpoint is marked login_not_required.
         match = request.resolver_match
-        for middleware in _SITE_LOGIN_MIDDLEWARE.get():
+        login = _SITE_LOGIN_MIDDLEWARE.get()
+        if login:
+            try:
+                request.get_host()
+            except DisallowedHost:
+                return None  # the endpoint refuses the Host itself, as it logs and answers it
+        for middleware in login:
             assert match is not None
             response: HttpResponseBase | None = middleware.process_view(
                 request, match.func, match.args, match.kwargs
@@ -89,11 +104,17 @@ class BareHooks(Hooks):
 HOOKS = BareHooks()
 
 
+def unreadable(exc: ValueError) -> Reply:
+    """400 for a request Django cannot make a request object of (a malformed Content-Type)."""
+    message = f"Bad Request: the request's headers cannot be read ({jsonrpc.clip(str(exc))})"
+    return Reply(400, jsonrpc.error_response(None, jsonrpc.InvalidRequest(message)))
+
+
 def log_status(status: int, request: HttpRequest | None, path: str = "") -> None:
     """A 4xx (warning) or 5xx (error) answer in the ``django.request`` log, as Django logs it."""
     log_response(
         "%s: %s",
-        http.HTTPStatus(status).phrase,
+        responses.get(status, "Unknown Status Code"),
         request.path if request is not None else path,
         response=HttpResponse(status=status),
         request=request,

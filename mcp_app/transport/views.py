@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from asgiref.sync import SyncToAsync, async_to_sync, sync_to_async
 from django.conf import settings
-from django.core.exceptions import DisallowedHost, RequestDataTooBig
+from django.core.exceptions import DisallowedHost, RequestDataTooBig, SuspiciousOperation
 from django.core.handlers.asgi import ASGIRequest
 from django.core.signals import got_request_exception
 from django.db import close_old_connections, transaction
@@ -250,8 +250,15 @@ def failure(exc: Exception, request: HttpRequest) -> HttpResponse:
     """The answer to an exception no code below caught, reported as Django reports one.
 
     Called in the ``except`` block, so signal receivers that read ``sys.exc_info()`` (the
-    test client, error trackers) see the exception.
+    test client, error trackers) see the exception. A ``SuspiciousOperation`` (a request
+    Django will not read) is bad input: 400, logged on Django's security logger.
     """
+    if isinstance(exc, SuspiciousOperation):
+        logging.getLogger(f"django.security.{exc.__class__.__name__}").error(
+            str(exc), exc_info=exc, extra={"status_code": 400, "request": request}
+        )
+        error = jsonrpc.InvalidRequest(f"Bad Request: {jsonrpc.clip(str(exc))}")
+        return to_response(Reply(400, jsonrpc.error_response(None, error)))
     response = internal_error()
     got_request_exception.send(sender=None, request=request)
     log_response(
