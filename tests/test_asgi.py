@@ -725,16 +725,22 @@ def test_a_content_type_django_cannot_read_is_a_json_rpc_400(routed: Any) -> Non
     assert error["message"].startswith("Bad Request: the request's headers cannot be read")
 
 
+def handling_raises(monkeypatch: pytest.MonkeyPatch, exc: Exception) -> None:
+    """Make the extra server's endpoint raise ``exc`` outside any handler."""
+
+    def handle(incoming: Any) -> Any:
+        raise exc
+
+    monkeypatch.setattr(extra.endpoint, "handle", handle)
+
+
 def test_a_suspicious_operation_outside_any_handler_is_a_json_rpc_400(
     routed: Any,
     exceptions: list[Any],
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    def handle(incoming: Any) -> Any:
-        raise SuspiciousOperation("a header no one should send")
-
-    monkeypatch.setattr(extra.endpoint, "handle", handle)
+    handling_raises(monkeypatch, SuspiciousOperation("a header no one should send"))
     with caplog.at_level(logging.ERROR):
         done = mcp_call(routed, "tools/list", path_="/extra/mcp")
     assert done.status == 400
@@ -752,10 +758,7 @@ def test_an_exception_outside_any_handler_is_reported_as_django_reports_one(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    def handle(incoming: Any) -> Any:
-        raise RuntimeError("the catalog is gone")
-
-    monkeypatch.setattr(extra.endpoint, "handle", handle)
+    handling_raises(monkeypatch, RuntimeError("the catalog is gone"))
     with caplog.at_level(logging.ERROR, logger="django.request"):
         done = mcp_call(routed, "tools/list", path_="/extra/mcp")
     assert done.status == 500
