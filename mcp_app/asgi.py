@@ -37,6 +37,7 @@ from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
+from django.core.exceptions import BadRequest
 from django.core.handlers.asgi import ASGIHandler, ASGIRequest, get_script_prefix
 from django.http import HttpRequest, HttpResponse
 from django.urls import ResolverMatch, set_script_prefix
@@ -161,7 +162,7 @@ async def _serve(
         await _send_reply(Reply(400, jsonrpc.error_response(None, error)), send, None)
         _log(400, None, scope["path"])
         return
-    except ValueError as exc:
+    except (ValueError, BadRequest) as exc:  # Django 6 raises BadRequest for a Content-Type
         await _send_reply(unreadable(exc), send, None)
         _log(400, None, scope["path"])
         return

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Iterator
 from http.client import responses
 from typing import TYPE_CHECKING, Any, cast
 
+from django.core.exceptions import BadRequest
 from django.core.handlers.wsgi import WSGIRequest, get_path_info, get_script_name
 from django.db import close_old_connections
 from django.http import HttpRequest
@@ -79,7 +80,7 @@ def _serve(
     set_script_prefix(get_script_name(environ))
     try:
         request = WSGIRequest(environ)
-    except ValueError as exc:
+    except (ValueError, BadRequest) as exc:  # Django 6 raises BadRequest for a Content-Type
         log_status(400, None, get_path_info(environ))
         return _send_reply(unreadable(exc), start_response)
     request.resolver_match = match

@@ -104,7 +104,7 @@ class BareHooks(Hooks):
 HOOKS = BareHooks()
 
 
-def unreadable(exc: ValueError) -> Reply:
+def unreadable(exc: Exception) -> Reply:
     """400 for a request Django cannot make a request object of (a malformed Content-Type)."""
     message = f"Bad Request: the request's headers cannot be read ({jsonrpc.clip(str(exc))})"
     return Reply(400, jsonrpc.error_response(None, jsonrpc.InvalidRequest(message)))
