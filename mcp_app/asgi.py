@@ -156,15 +156,15 @@ async def _serve(
     try:
         body = io.BytesIO()
         request = ASGIRequest(scope, body)
-    except UnicodeDecodeError:
-        # As Django's handler answers a query string that is not UTF-8.
-        error = jsonrpc.InvalidRequest("Bad Request: the query string is not UTF-8")
-        await _send_reply(Reply(400, jsonrpc.error_response(None, error)), send, None)
-        _log(400, None, scope["path"])
-        return
     except (ValueError, BadRequest) as exc:  # Django 6 raises BadRequest for a Content-Type
-        await _send_reply(unreadable(exc), send, None)
-        _log(400, None, scope["path"])
+        if isinstance(exc, UnicodeDecodeError):
+            # As Django's handler answers a query string that is not UTF-8.
+            error = jsonrpc.InvalidRequest("Bad Request: the query string is not UTF-8")
+            refusal = Reply(400, jsonrpc.error_response(None, error))
+        else:
+            refusal = unreadable(exc)
+        await _send_reply(refusal, send, None)
+        log_status(400, None, scope["path"])
         return
     request.resolver_match = match
     client = _Client(receive)
@@ -251,7 +251,6 @@ class _BareHooks(BareHooks):
 
 
 _HOOKS = _BareHooks()
-_log = log_status
 
 
 # -- sending ----------------------------------------------------------------------------------
@@ -272,7 +271,7 @@ async def _send_reply(reply: Reply, send: Send, request: HttpRequest | None) -> 
     await send({"type": "http.response.start", "status": reply.status, "headers": headers})
     await send({"type": "http.response.body", "body": content})
     if request is not None and reply.status >= 400:
-        _log(reply.status, request)
+        log_status(reply.status, request)
 
 
 async def _send_response(response: HttpResponse, send: Send) -> None:

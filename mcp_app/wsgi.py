@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any, cast
 
 from django.core.exceptions import BadRequest
 from django.core.handlers.wsgi import WSGIRequest, get_path_info, get_script_name
-from django.db import close_old_connections
 from django.http import HttpRequest
 from django.http.response import HttpResponseBase
 from django.urls import ResolverMatch, set_script_prefix
@@ -140,7 +139,8 @@ def _send_response(response: HttpResponseBase, start_response: StartResponse) ->
 
 class _Stream:
     """An event stream's chunks, for the WSGI server to iterate and then close: closing ends
-    the stream (a call's, which cancels it) and lets go of the thread's database connections.
+    the stream (a call's, which cancels it; a listen stream's, which lets go of the thread's
+    database connections as it ends).
 
     A failure while streaming is logged as the ASGI route logs it; the status is sent, so
     the server can only cut the stream short.
@@ -160,9 +160,6 @@ class _Stream:
             raise
 
     def close(self) -> None:
-        try:
-            close = getattr(self.chunks, "close", None)
-            if close is not None:
-                close()
-        finally:
-            close_old_connections()
+        close = getattr(self.chunks, "close", None)
+        if close is not None:
+            close()
