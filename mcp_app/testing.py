@@ -58,6 +58,8 @@ NAMED_PARAMS = NAMED
 ACCEPT = "application/json, text/event-stream"
 #: How many times one request's stream is resumed (GET with ``Last-Event-ID``) at most.
 RESUME_ATTEMPTS = 5
+#: Least seconds a cancel sent after a timeout is given to be accepted.
+CANCEL_TIMEOUT = 5.0
 #: Seconds allowed beyond a bounded operation for the private event loop to hand back its result.
 PORTAL_MARGIN = 5.0
 
@@ -308,11 +310,13 @@ class _Open:
     """Send an HTTP request; the driver answers with an ``_Opened``.
 
     A POST carries the JSON-RPC message ``body``; a GET (a stream) and a DELETE carry none.
+    ``timeout`` bounds the wait for the answer instead of the client's own.
     """
 
     body: JSON | None
     headers: dict[str, str]
     verb: str = "POST"
+    timeout: float | None = None
 
     @property
     def label(self) -> str:
@@ -1129,13 +1133,13 @@ class _Session(_Protocol):
             )
         yield from self._deliver({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
-    def _deliver(self, body: JSON) -> Op[None]:
+    def _deliver(self, body: JSON, timeout: float | None = None) -> Op[None]:
         """POST a notification or a response: the server accepts it with 202.
 
         Raises:
             MCPClientError: any other answer (``protocol`` if it is a JSON-RPC error).
         """
-        request = _Open(body, self._headers())
+        request = _Open(body, self._headers(), timeout=timeout)
         opened: _Opened = yield request
         if opened.stream is not None:
             yield _Shut(opened.stream)
@@ -1225,9 +1229,10 @@ class _Session(_Protocol):
             "method": "notifications/cancelled",
             "params": {"requestId": body["id"], "reason": "The test client timed out"},
         }
-        # Best effort: the timeout is what the caller hears about.
+        # Best effort: the timeout is what the caller hears about. However short the
+        # client's own timeout, the cancel is given time to arrive.
         with contextlib.suppress(MCPClientError):
-            yield from self._deliver(cancelled)
+            yield from self._deliver(cancelled, max(self.client.timeout, CANCEL_TIMEOUT))
 
     # -- the GET stream ------------------------------------------------------------------
 
@@ -1530,9 +1535,10 @@ class MCPClient(_ClientBase):
             # The same cookies, and with them the login (logout() replaces the jar).
             self._async_client.cookies = self.django_client.cookies
             try:
-                response = portal.run(_http(self._async_client, command, path), self.timeout)
+                bound = command.timeout or self.timeout
+                response = portal.run(_http(self._async_client, command, path), bound)
             except TimeoutError:
-                raise _timed_out(command, self.timeout) from None
+                raise _timed_out(command, bound) from None
             opened = _opened(
                 response, lambda r: _PortalStream(portal, r) if r.is_async else _ThreadStream(r)
             )
@@ -1797,12 +1803,11 @@ class AsyncMCPClient(_ClientBase):
         if not self._logged_in:
             await self.django_client.aforce_login(self.user)
             self._logged_in = True
+        bound = command.timeout or self.timeout
         try:
-            response = await asyncio.wait_for(
-                _http(self.django_client, command, self.path), self.timeout
-            )
+            response = await asyncio.wait_for(_http(self.django_client, command, self.path), bound)
         except TimeoutError:
-            raise _timed_out(command, self.timeout) from None
+            raise _timed_out(command, bound) from None
         opened = _opened(response, lambda r: _AsyncStream(r) if r.is_async else _ThreadStream(r))
         if opened.stream is not None:
             self._streams.add(opened.stream)

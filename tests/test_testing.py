@@ -13,6 +13,7 @@ import pytest
 from asgiref.sync import async_to_sync, sync_to_async
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured
+from django.core.signals import request_started
 from django.test import override_settings
 from django.urls import include, path
 
@@ -133,12 +134,14 @@ def ping(arguments: dict[str, Any], context: RequestContext) -> str:
 
 #: Whether each call of ``stalls`` saw its cancellation.
 stalled: list[bool] = []
+stall_began = threading.Event()
 stall_ended = threading.Event()
 
 
 @own.tool()
 def stalls(arguments: dict[str, Any], context: RequestContext) -> str:
     """Reports progress once, then waits (at most 5 s) to be cancelled."""
+    stall_began.set()
     context.report_progress(1, 2)
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline and not context.is_cancelled:
@@ -1036,6 +1039,27 @@ def test_a_timed_out_call_is_cancelled() -> None:
     assert stall_ended.wait(5)
     assert stalled == [True]
     assert c.request("ping") == {}  # the session goes on
+
+
+@routed
+def test_a_cancel_slower_than_the_timeout_still_arrives() -> None:
+    stalled.clear()
+    stall_began.clear()
+    stall_ended.clear()
+
+    def slow(**kwargs: Any) -> None:
+        if stall_began.is_set():
+            time.sleep(1.0)  # twice the client's timeout, before the cancel is read
+
+    request_started.connect(slow)
+    try:
+        c = MCPClient(own, versions=["2025-11-25"], timeout=0.5)
+        with pytest.raises(MCPClientError, match=r"No response within 0\.5 seconds"):
+            c.call_tool("stalls", meta={"progressToken": "s"})
+        assert stall_ended.wait(5)
+    finally:
+        request_started.disconnect(slow)
+    assert stalled == [True]
 
 
 @routed

@@ -1272,6 +1272,28 @@ def test_a_call_cancelled_before_it_sent_anything_is_answered_by_an_empty_stream
     assert (row.outcome, row.error) == ("cancelled", "Cancelled by the client; not sent: complete")
 
 
+def test_a_cancel_reaches_a_call_in_this_process_without_the_backend(
+    session: LegacySession, temporary: Callable[..., None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    running = threading.Event()
+
+    def hold_until_cancelled(arguments: JSON, context: RequestContext) -> str:
+        running.set()
+        context.cancelled.wait(WAIT)
+        return "stopped"
+
+    temporary("tool", hold_until_cancelled, name="hold_until_cancelled")
+    reader = session.call_streaming("hold_until_cancelled", request_id=21)
+    assert running.wait(WAIT)
+    # The copy published for other processes is lost (Redis out of reach, say).
+    monkeypatch.setattr("mcp_app.transport.legacy.tell", lambda channel, message: None)
+    started = time.monotonic()
+    assert session.notify("notifications/cancelled", {"requestId": 21}).status_code == 202
+    assert [event.message for event in reader.until_end() if event.message] == []
+    assert time.monotonic() - started < WAIT / 2
+    assert ToolCall.objects.get(name="hold_until_cancelled").outcome == "cancelled"
+
+
 def test_a_cancel_that_overtakes_its_request_still_cancels_it(
     session: LegacySession, temporary: Callable[..., None]
 ) -> None:

@@ -9,6 +9,7 @@ import queue
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .. import sessions
@@ -202,17 +203,24 @@ class SessionStream:
 
 
 #: How long a cancel this process received is remembered for a call that had not yet begun
-#: to listen for it (the client sent it right after the request, and it overtook it).
+#: (the client sent it right after the request, and it overtook it).
 EARLY_CANCEL_SECONDS = 10.0
 #: Most cancels remembered; past it the oldest are forgotten.
 EARLY_CANCEL_LIMIT = 10_000
 
 
-class EarlyCancels:
-    """The cancels this process received lately, by session and request id."""
+class Cancels:
+    """The cancels this process received, by session and request id.
+
+    A cancel for a call running in this process reaches it here at once, whatever the
+    delivery backend does with the copy published for other processes (Redis may not have
+    confirmed the call's subscription yet, or be out of reach). One for a call not begun yet
+    is remembered for ``EARLY_CANCEL_SECONDS``.
+    """
 
     _lock: threading.Lock
     _seen: dict[tuple[str, str], float]
+    _running: dict[tuple[str, str], Callable[[], None]]
 
     def __init__(self) -> None:
         self.forked()
@@ -221,6 +229,7 @@ class EarlyCancels:
         """Start empty (also in a forked child: the parent's lock may have been held)."""
         self._lock = threading.Lock()
         self._seen = {}
+        self._running = {}
 
     @staticmethod
     def _key(session_id: str, request_id: Any) -> tuple[str, str]:
@@ -228,26 +237,43 @@ class EarlyCancels:
         return session_id, json.dumps(request_id, sort_keys=True, default=str)
 
     def add(self, session_id: str, request_id: Any) -> None:
+        """A cancel arrived: cancel the call if it runs here, else remember it."""
+        key = self._key(session_id, request_id)
         now = time.monotonic()
         with self._lock:
-            if len(self._seen) >= EARLY_CANCEL_LIMIT:
-                fresh = now - EARLY_CANCEL_SECONDS
-                self._seen = {k: t for k, t in self._seen.items() if t > fresh}
-                while len(self._seen) >= EARLY_CANCEL_LIMIT:
-                    del self._seen[next(iter(self._seen))]
-            self._seen[self._key(session_id, request_id)] = now
+            cancel = self._running.get(key)
+            if cancel is None:
+                if len(self._seen) >= EARLY_CANCEL_LIMIT:
+                    fresh = now - EARLY_CANCEL_SECONDS
+                    self._seen = {k: t for k, t in self._seen.items() if t > fresh}
+                    while len(self._seen) >= EARLY_CANCEL_LIMIT:
+                        del self._seen[next(iter(self._seen))]
+                self._seen[key] = now
+        if cancel is not None:
+            cancel()
 
-    def taken(self, session_id: str, request_id: Any) -> bool:
-        """Whether the request was cancelled lately (forgetting it: an id is used once)."""
-        if not self._seen:
-            return False
+    def running(
+        self, session_id: str, request_id: Any, cancel: Callable[[], None]
+    ) -> Callable[[], None]:
+        """Call ``cancel`` when the request is cancelled (at once if it was lately); the
+        function that stops this once the call has ended."""
+        key = self._key(session_id, request_id)
         with self._lock:
-            when = self._seen.pop(self._key(session_id, request_id), None)
-        return when is not None and time.monotonic() - when < EARLY_CANCEL_SECONDS
+            when = self._seen.pop(key, None)
+            self._running[key] = cancel
+        if when is not None and time.monotonic() - when < EARLY_CANCEL_SECONDS:
+            cancel()
+
+        def ended() -> None:
+            with self._lock:
+                if self._running.get(key) is cancel:
+                    del self._running[key]
+
+        return ended
 
 
-early_cancels = EarlyCancels()
-os.register_at_fork(after_in_child=early_cancels.forked)
+cancels = Cancels()
+os.register_at_fork(after_in_child=cancels.forked)
 
 
 class Resume:
@@ -473,7 +499,7 @@ class LegacyEndpoint:
         if method == "notifications/initialized":
             sessions.store().update(session.id, initialized=True)
         elif method == "notifications/cancelled" and "requestId" in params:
-            early_cancels.add(session.id, params["requestId"])
+            cancels.add(session.id, params["requestId"])
             tell(self.server.channel(f"session:{session.id}"), {"cancel": params["requestId"]})
 
     def request(self, message: JSON, session: sessions.SessionData, incoming: Incoming) -> Reply:
@@ -643,18 +669,20 @@ class LegacyEndpoint:
         """
         inbox: queue.Queue[JSON] = queue.Queue()
 
+        def cancel() -> None:
+            ctx.cancelled.set()
+            inbox.put({})  # wakes a wait for the client's answers
+
         def sink(channel: str, message: JSON) -> None:
             if message.get("ended") and log is not None:
                 log.silence()
             if message.get("cancel") == request_id or message.get("ended"):
-                ctx.cancelled.set()
-                inbox.put({})
+                cancel()
             elif "id" in message:
                 inbox.put(message)
 
         unsubscribe = backend().subscribe([self.server.channel(f"session:{session.id}")], sink)
-        if early_cancels.taken(session.id, request_id):
-            ctx.cancelled.set()
+        ended = cancels.running(session.id, request_id, cancel)
         started = time.perf_counter()
         rounds = 0
         try:
@@ -677,6 +705,7 @@ class LegacyEndpoint:
             self.endpoint.report(exc, ctx)
             message = _error(request_id, InternalError("Internal error"))
         finally:
+            ended()
             unsubscribe()
         # However far the request got, a client that cancelled it reads no response.
         withheld = ctx.is_cancelled
