@@ -691,7 +691,13 @@ class _Protocol:
                 stream that ended for good without a response.
         """
         method = request.label
-        opened: _Opened = yield request
+        try:
+            opened: _Opened = yield request
+        except MCPClientError as exc:
+            if exc.kind == "timeout":
+                # The server may still be working on it, with nothing sent yet.
+                yield from self._gave_up(request)
+            raise
         if opened.stream is None:
             return opened, opened.answer
         stream: Any = opened.stream

@@ -767,7 +767,7 @@ def test_a_resource_restricted_while_the_client_listens_is_no_longer_announced(
     def restrict() -> None:
         guarded.remove_resource(uri)
         guarded.add_resource(memo_text, uri=uri, name="later", permission=lambda u: False)
-        time.sleep(0.4)  # the stream's next renewal finds the resource hidden
+        time.sleep(1.0)  # the stream's next renewal finds the resource hidden
         guarded.notify_resource_updated(uri)
         guarded.notify_resource_updated("memo://open")
 
@@ -789,7 +789,7 @@ def test_a_caller_who_loses_a_permission_while_listening_is_no_longer_told(
 
     def revoke() -> None:
         holder.user_permissions.remove(granted)
-        time.sleep(0.4)  # the stream's next renewal reads the user again
+        time.sleep(1.0)  # the stream's next renewal reads the user again
         guarded.notify_resource_updated(uri)
         guarded.notify_resource_updated("memo://open")
 
@@ -804,7 +804,7 @@ def test_a_listened_to_resource_opened_to_the_caller_later_is_announced(mcp: Any
     def open_up() -> None:
         guarded.remove_resource(uri)
         guarded.add_resource(memo_text, uri=uri, name="opened-later")
-        time.sleep(0.4)  # the stream's next renewal finds the resource readable
+        time.sleep(1.0)  # the stream's next renewal finds the resource readable
         guarded.notify_resource_updated(uri)
 
     assert told_while(client, uri, open_up, permission=lambda u: False) == [uri]

@@ -28,7 +28,7 @@ BACKENDS = {
 #: The workers' DELIVERY_POLL_SECONDS (only the database backend polls).
 POLL = 0.5
 #: How long past the poll interval a message may take to cross from B to A.
-SLACK = 2.0
+SLACK = 4.0
 LEGACY = "2025-11-25"
 ACCEPT = "application/json, text/event-stream"
 

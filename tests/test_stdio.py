@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,8 @@ from mcp import Client, types
 from mcp.client.stdio import StdioServerParameters
 
 import mcp_app
+from mcp_app.transport import stdio
+from mcp_app.transport.listen import Listen
 from mcp_app.transport.stdio import StdioServer
 from tests.conftest import ROOT, modern_meta
 
@@ -492,10 +495,52 @@ def test_the_command_reads_and_writes_utf_8_whatever_the_locale(stdio_db: Path) 
     assert out[1]["id"] == 2 and "Łukasz" in out[1]["result"]["content"][0]["text"]
 
 
+class Renewals:
+    """Counts the renewals of stdio streams (which check access again, in a thread of their
+    own), so a test can wait for one that began after a change instead of sleeping."""
+
+    def __init__(self) -> None:
+        self.started = 0
+        self.finished_from = 0  # the highest start number of a renewal that has finished
+        self.changed = threading.Condition()
+
+    def wrap(self, original: Callable[[Any], bool]) -> Callable[[Any], bool]:
+        def renew(stream: Any) -> bool:
+            with self.changed:
+                self.started += 1
+                number = self.started
+            try:
+                return original(stream)
+            finally:
+                with self.changed:
+                    self.finished_from = max(self.finished_from, number)
+                    self.changed.notify_all()
+
+        return renew
+
+    def mark(self) -> int:
+        """The renewals begun so far."""
+        with self.changed:
+            return self.started
+
+    def wait_after(self, mark: int, timeout: float = 10.0) -> None:
+        """Wait until a renewal that began after ``mark`` has finished."""
+        with self.changed:
+            assert self.changed.wait_for(lambda: self.finished_from > mark, timeout)
+
+
+@pytest.fixture
+def renewals(monkeypatch: pytest.MonkeyPatch) -> Renewals:
+    counted = Renewals()
+    for cls in (Listen, stdio._Subscription):
+        monkeypatch.setattr(cls, "renew", counted.wrap(cls.renew))
+    return counted
+
+
 @pytest.mark.parametrize("era", ["2026-07-28", "2025-11-25"])
 @pytest.mark.parametrize("when", ["renewed", "resources change"])
 def test_a_subscription_checks_access_again_while_it_lasts(
-    era: str, when: str, settings: Any
+    era: str, when: str, settings: Any, renewals: Renewals
 ) -> None:
     # Renewed every KEEPALIVE_SECONDS; or at once when resources change, long before that.
     keepalive = 0.1 if when == "renewed" else 60.0
@@ -521,10 +566,11 @@ def test_a_subscription_checks_access_again_while_it_lasts(
         """How many updates of the resource the client is sent after ``change`` and a renewal."""
         before = len(out.messages())
         change()
+        mark = renewals.mark()
         if when == "resources change":
             n = len(own.catalog().resources)
             own.add_resource(lambda context: "x", uri=f"memo://other-{n}", name=f"other-{n}")
-        time.sleep(0.4)  # a few renewals
+        renewals.wait_after(mark)
         own.notify_resource_updated("memo://changing")
         time.sleep(0.2)
         return sum(

@@ -140,10 +140,10 @@ stall_ended = threading.Event()
 
 @own.tool()
 def stalls(arguments: dict[str, Any], context: RequestContext) -> str:
-    """Reports progress once, then waits (at most 5 s) to be cancelled."""
+    """Reports progress (when asked to) once, then waits (at most 30 s) to be cancelled."""
     stall_began.set()
     context.report_progress(1, 2)
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not context.is_cancelled:
         time.sleep(0.02)
     stalled.append(context.is_cancelled)
@@ -1029,16 +1029,41 @@ def test_a_stream_of_another_session_is_not_resumed(monkeypatch: pytest.MonkeyPa
 def test_a_timed_out_call_is_cancelled() -> None:
     stalled.clear()
     stall_ended.clear()
-    c = MCPClient(own, versions=["2025-11-25"], timeout=0.5)
+    c = short_timeout_session(2.0)
     started = time.monotonic()
     with pytest.raises(MCPClientError) as caught:
         c.call_tool("stalls", meta={"progressToken": "s"})
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < c.timeout + 3
     assert (caught.value.kind, caught.value.method) == ("timeout", "tools/call")
     assert [n["params"]["progress"] for n in c.notifications] == [1]
-    assert stall_ended.wait(5)
+    assert stall_ended.wait(30)
     assert stalled == [True]
     assert c.request("ping") == {}  # the session goes on
+
+
+def short_timeout_session(timeout: float) -> MCPClient:
+    """An initialize-era client of ``own`` whose session opened before ``timeout`` applies."""
+    c = MCPClient(own, versions=["2025-11-25"])
+    assert c.request("ping") == {}
+    c.timeout = timeout
+    return c
+
+
+def test_a_call_timed_out_before_its_stream_began_is_cancelled(settings: Any) -> None:
+    # Only the async view bounds, in process, the wait for an answer to begin.
+    settings.MCP_APP = {**settings.MCP_APP, "VIEW": "async"}
+
+    class Urls:
+        urlpatterns = [path("own/mcp", own.urls)]
+
+    settings.ROOT_URLCONF = Urls
+    stalled.clear()
+    stall_ended.clear()
+    c = short_timeout_session(1.0)
+    with pytest.raises(MCPClientError, match=r"No HTTP answer within 1\.0 seconds"):
+        c.call_tool("stalls")  # no progress token: nothing is sent before the result
+    assert stall_ended.wait(30)
+    assert stalled == [True]
 
 
 @routed
@@ -1049,14 +1074,14 @@ def test_a_cancel_slower_than_the_timeout_still_arrives() -> None:
 
     def slow(**kwargs: Any) -> None:
         if stall_began.is_set():
-            time.sleep(1.0)  # twice the client's timeout, before the cancel is read
+            time.sleep(2.0)  # twice the client's timeout, before the cancel is read
 
+    c = short_timeout_session(1.0)
     request_started.connect(slow)
     try:
-        c = MCPClient(own, versions=["2025-11-25"], timeout=0.5)
-        with pytest.raises(MCPClientError, match=r"No response within 0\.5 seconds"):
+        with pytest.raises(MCPClientError, match=r"No response within 1\.0 seconds"):
             c.call_tool("stalls", meta={"progressToken": "s"})
-        assert stall_ended.wait(5)
+        assert stall_ended.wait(30)
     finally:
         request_started.disconnect(slow)
     assert stalled == [True]
