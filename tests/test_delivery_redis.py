@@ -311,15 +311,28 @@ def test_without_redis_publish_raises_and_subscribe_does_not_hang(
 
 
 def test_an_idle_listener_checks_its_connection_without_dropping_it(
-    make: Any, caplog: pytest.LogCaptureFixture
+    make: Any, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     publisher, listener = make(), make()
-    listener.heartbeat_seconds = 0.2
+    # The echo of a heartbeat has this long to come back: ample on a busy machine.
+    listener.heartbeat_seconds = 1.0
     listener.idle_seconds = 0.1
+    client = listener._client()  # the one the listener publishes its heartbeats with
+    send = client.publish
+    heartbeats: list[float] = []
+
+    def publish(channel: str, data: Any) -> Any:
+        if data == "heartbeat":
+            heartbeats.append(time.monotonic())
+        return send(channel, data)
+
+    monkeypatch.setattr(client, "publish", publish)
     sink = Collector()
     with caplog.at_level(logging.WARNING, logger="mcp_app"):
         listener.subscribe(["a"], sink)
-        time.sleep(1.0)  # several heartbeats go out and come back
+        # A second heartbeat goes out only once the first came back (else the listener
+        # reconnects, and logs it, first).
+        wait_until(lambda: len(heartbeats) >= 2, timeout=10)
         publisher.publish("a", {"n": 1})
         assert sink.wait_for(1) == [("a", {"n": 1})]
     assert "connection lost" not in caplog.text

@@ -767,10 +767,18 @@ def test_task_methods_are_unknown_on_an_initialize_era_session() -> None:
 
 
 def test_a_long_running_task_keeps_its_lease(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tasks, "LEASE_SECONDS", 0.6)
+    lease = 2.0  # renewed every half second: a watcher held up for a while still renews in time
+    monkeypatch.setattr(tasks, "LEASE_SECONDS", lease)
     monkeypatch.setattr(tasks, "WAKE_SECONDS", 0.05)
     task_id = start("gated")
-    time.sleep(1.2)  # two leases' time: renewed meanwhile, or it would be failed now
+    row = Task.objects.get(pk=task_id)
+    # Once a renewal made after the first lease ended is in (one that runs past two leases
+    # from the start): without renewals, tasks/get would fail the task by then.
+    renewed_past = row.created + timedelta(seconds=2 * lease)
+    deadline = time.monotonic() + 8  # the gated work ends by itself after 10 s
+    while Task.objects.get(pk=task_id).lease_until <= renewed_past:  # type: ignore[operator]
+        assert time.monotonic() < deadline, "the lease was not renewed"
+        time.sleep(0.05)
     assert get(task_id)["result"]["status"] == "working"
     gate.set()
     assert terminal(task_id)["status"] == "completed"
