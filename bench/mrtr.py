@@ -61,7 +61,7 @@ def build() -> dict[str, Callable[[], dict[str, Any]]]:
     from mcp_app import site
 
     endpoint = site.endpoint
-    caps = {"elicitation": {}}
+    caps: dict[str, Any] = {"elicitation": {}}
     plain = _request(1, "add", {"arguments": {"numbers": [1, 2, 3.5]}}, caps)
     ask = _request(2, "greet", {"arguments": {}}, caps)
 

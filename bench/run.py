@@ -86,6 +86,11 @@ class Run:
     #: The same for core 1 less wrk's own time: a neighbour there slows the load generator,
     #: which matters for the fastest servers.
     other_load_cpu: float = 0.0
+    #: The server's own CPU time (user and system, its worker included) per response, in µs:
+    #: what a request costs it, whatever the load generator and the network add to the wait.
+    server_cpu_us: float = 0.0
+    #: The share of the run's wall time the server spent on a CPU: below 100 % it also waited.
+    server_busy: float = 0.0
 
     @property
     def disturbed(self) -> float:
@@ -598,6 +603,9 @@ def drive(target: Target, args: argparse.Namespace, seconds: float) -> Run:
     run.other_cpu = max(0.0, other / max(1, total_after - total_before))
     other_load = (load_after - load_before) - (wrk_after - wrk_before)
     run.other_load_cpu = max(0.0, other_load / max(1, load_total_after - load_total_before))
+    server_seconds = (server_after - server_before) / os.sysconf("SC_CLK_TCK")
+    run.server_cpu_us = server_seconds * 1e6 / max(1, run.responses)
+    run.server_busy = server_seconds / max(1e-9, run.duration_us / 1e6)
     return run
 
 
@@ -938,6 +946,7 @@ def server_rows(all_targets: Sequence[Target]) -> list[list[str]]:
                 f"{min(rates):,.0f}-{max(rates):,.0f}",
                 f"{target.median('p50_us') / 1000:.2f}",
                 f"{target.median('p99_us') / 1000:.2f}",
+                f"{target.median('server_cpu_us'):,.0f} ({target.median('server_busy'):.0%})",
                 rss,
                 f"{target.median('other_cpu'):.0%} / {target.median('other_load_cpu'):.0%}",
                 "ok" if target.valid else "INVALID",
@@ -952,6 +961,7 @@ SERVER_HEADERS = [
     "req/s range",
     "p50 ms",
     "p99 ms",
+    "server CPU µs/req (busy)",
     "peak RSS MiB",
     "others on cores 0 / 1",
     "runs",
