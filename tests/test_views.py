@@ -11,6 +11,7 @@ import pytest
 from django.http import JsonResponse
 from django.test import RequestFactory
 
+from mcp_app.transport import views
 from mcp_app.transport.http import Incoming, Reply
 from mcp_app.transport.views import incoming, meta_headers, to_response
 
@@ -29,6 +30,18 @@ def test_headers_from_meta_are_request_headers_by_lower_case_name() -> None:
     assert meta_headers(request.META) == expected
     assert expected["mcp-param-x-region"] == "eu"
     assert expected["content-type"] == "application/json"
+    # Read again, from the names remembered, the same.
+    assert meta_headers(request.META) == expected
+
+
+def test_header_names_remembered_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(views, "_HEADER_NAMES", {})
+    monkeypatch.setattr(views, "HEADER_NAMES_LIMIT", 3)
+    meta = {f"HTTP_X_{n}": str(n) for n in range(10)}
+    expected = {f"x-{n}": str(n) for n in range(10)}
+    assert meta_headers(meta) == expected
+    assert meta_headers(meta) == expected
+    assert len(views._HEADER_NAMES) == 3
 
 
 @pytest.mark.parametrize(

@@ -189,17 +189,34 @@ ENCODER = sse.ENCODER
 _UNPREFIXED = {"CONTENT_TYPE": "content-type", "CONTENT_LENGTH": "content-length"}
 
 
+#: Header names by META key (``None``: not a header), for the keys met so far: a WSGI
+#: server's environ holds some 40 keys, nearly the same on every request.
+_HEADER_NAMES: dict[str, str | None] = {}
+#: Most keys remembered: header names are the client's to choose.
+HEADER_NAMES_LIMIT = 1024
+
+
+def _header_name(key: str) -> str | None:
+    if key.startswith("HTTP_"):
+        name: str | None = key[5:].replace("_", "-").lower()
+    else:
+        name = _UNPREFIXED.get(key)
+    if len(_HEADER_NAMES) < HEADER_NAMES_LIMIT:
+        _HEADER_NAMES[key] = name
+    return name
+
+
 def meta_headers(meta: dict[str, Any]) -> dict[str, str]:
     """The request's headers by lower-case name, as ``request.headers`` has them, from META.
 
     Made directly: building ``request.headers`` title-cases every name first.
     """
     headers: dict[str, str] = {}
+    names = _HEADER_NAMES
     for key, value in meta.items():
-        if key.startswith("HTTP_"):
-            headers[key[5:].replace("_", "-").lower()] = value
-        elif key in _UNPREFIXED:
-            headers[_UNPREFIXED[key]] = value
+        name = names[key] if key in names else _header_name(key)
+        if name is not None:
+            headers[name] = value
     return headers
 
 
