@@ -1243,9 +1243,10 @@ def test_cancelled_notification_ends_the_waiting_call_promptly(
     assert row.outcome == "cancelled"
 
 
-def test_a_call_cancelled_before_it_sent_anything_is_answered_by_an_empty_stream(
-    session: LegacySession, temporary: Callable[..., None]
-) -> None:
+def call_held_until_cancelled(
+    session: LegacySession, temporary: Callable[..., None], request_id: int
+) -> StreamReader:
+    """A call of a tool that waits to be cancelled, once its handler runs."""
     running = threading.Event()
 
     def hold_until_cancelled(arguments: JSON, context: RequestContext) -> str:
@@ -1254,8 +1255,15 @@ def test_a_call_cancelled_before_it_sent_anything_is_answered_by_an_empty_stream
         return "stopped"
 
     temporary("tool", hold_until_cancelled, name="hold_until_cancelled")
-    reader = session.call_streaming("hold_until_cancelled", request_id=17)
+    reader = session.call_streaming("hold_until_cancelled", request_id=request_id)
     assert running.wait(WAIT)
+    return reader
+
+
+def test_a_call_cancelled_before_it_sent_anything_is_answered_by_an_empty_stream(
+    session: LegacySession, temporary: Callable[..., None]
+) -> None:
+    reader = call_held_until_cancelled(session, temporary, 17)
     assert session.notify("notifications/cancelled", {"requestId": 17}).status_code == 202
     assert reader.answered() == 200
     assert reader.headers["Content-Type"] == "text/event-stream"
@@ -1275,16 +1283,7 @@ def test_a_call_cancelled_before_it_sent_anything_is_answered_by_an_empty_stream
 def test_a_cancel_reaches_a_call_in_this_process_without_the_backend(
     session: LegacySession, temporary: Callable[..., None], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    running = threading.Event()
-
-    def hold_until_cancelled(arguments: JSON, context: RequestContext) -> str:
-        running.set()
-        context.cancelled.wait(WAIT)
-        return "stopped"
-
-    temporary("tool", hold_until_cancelled, name="hold_until_cancelled")
-    reader = session.call_streaming("hold_until_cancelled", request_id=21)
-    assert running.wait(WAIT)
+    reader = call_held_until_cancelled(session, temporary, 21)
     # The copy published for other processes is lost (Redis out of reach, say).
     monkeypatch.setattr("mcp_app.transport.legacy.tell", lambda channel, message: None)
     started = time.monotonic()
