@@ -44,7 +44,7 @@ from django.urls import ResolverMatch, set_script_prefix
 
 from .protocol import jsonrpc
 from .transport import sse
-from .transport.bare import BareHooks, endpoint, log_status, unreadable
+from .transport.bare import BareHooks, endpoint, log_status, reply_parts, unreadable
 from .transport.http import Reply
 from .transport.views import (
     Answer,
@@ -54,7 +54,6 @@ from .transport.views import (
     declared_length,
     failure,
     invalid_length,
-    reply_content,
     respond,
     too_large,
 )
@@ -74,7 +73,6 @@ logger = logging.getLogger("django.request")
 
 
 _SSE_HEADERS = [(name.lower().encode(), value.encode()) for name, value in sse.HEADERS.items()]
-_JSON = (b"content-type", b"application/json")
 
 
 def route(application: ASGIApp) -> Route:
@@ -262,13 +260,8 @@ def _latin1(headers: Iterable[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
 
 async def _send_reply(reply: Reply, send: Send, request: HttpRequest | None) -> None:
     """A JSON reply, encoded as ``to_response`` encodes it."""
-    encoded = reply_content(reply)
-    content = encoded or b""
-    headers = [] if encoded is None else [_JSON]
-    headers.append((b"content-length", str(len(content)).encode()))
-    if reply.headers:
-        headers += _latin1(reply.headers.items())
-    await send({"type": "http.response.start", "status": reply.status, "headers": headers})
+    headers, content = reply_parts(reply)
+    await send({"type": "http.response.start", "status": reply.status, "headers": _latin1(headers)})
     await send({"type": "http.response.body", "body": content})
     if request is not None and reply.status >= 400:
         log_status(reply.status, request)

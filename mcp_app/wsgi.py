@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Iterator
-from http.client import responses
 from typing import TYPE_CHECKING, Any, cast
 
 from django.core.exceptions import BadRequest
@@ -34,9 +33,9 @@ from django.http.response import HttpResponseBase
 from django.urls import ResolverMatch, set_script_prefix
 
 from .transport import sse
-from .transport.bare import HOOKS, endpoint, log_status, unreadable
+from .transport.bare import HOOKS, endpoint, log_status, reason, reply_parts, unreadable
 from .transport.http import Reply
-from .transport.views import endpoint_reply, failure, reply_content, sync_answer
+from .transport.views import endpoint_reply, failure, sync_answer
 
 if TYPE_CHECKING:
     from .server import Server
@@ -50,7 +49,6 @@ StartResponse = Callable[..., Any]
 WSGIApp = Callable[[Environ, StartResponse], Iterable[bytes]]
 
 _SSE_HEADERS = list(sse.HEADERS.items())
-_JSON = ("Content-Type", "application/json")
 
 
 def route(application: WSGIApp) -> Route:
@@ -115,12 +113,9 @@ def _answer(server: Server, request: HttpRequest) -> HttpResponseBase | Reply | 
 
 def _send_reply(reply: Reply, start_response: StartResponse) -> list[bytes]:
     """A JSON reply, encoded as ``to_response`` encodes it, without building a response."""
-    content = reply_content(reply)
-    headers = [] if content is None else [_JSON]
-    headers.append(("Content-Length", str(len(content or b""))))
-    headers += reply.headers.items()
-    start_response(f"{reply.status} {responses.get(reply.status, 'Unknown Status Code')}", headers)
-    return [content or b""]
+    headers, content = reply_parts(reply)
+    start_response(f"{reply.status} {reason(reply.status)}", headers)
+    return [content]
 
 
 def _send_response(response: HttpResponseBase, start_response: StartResponse) -> Iterable[bytes]:

@@ -178,8 +178,13 @@ def stream_bytes(response: Any) -> bytes:
 
 def sse_messages(response: Any) -> list[dict[str, Any]]:
     """The JSON-RPC messages of an event-stream response, in order."""
-    text = stream_bytes(response).decode()
-    return [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: {")]
+    return data_messages(stream_bytes(response))
+
+
+def data_messages(body: bytes) -> list[dict[str, Any]]:
+    """The JSON-RPC messages of an event stream's bytes, in order."""
+    lines = body.decode().splitlines()
+    return [json.loads(line[6:]) for line in lines if line.startswith("data: {")]
 
 
 @pytest.fixture(autouse=True)

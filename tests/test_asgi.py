@@ -51,7 +51,7 @@ from mcp_app.transport.http import Call
 from mcp_app.transport.views import async_view, sync_view
 from mcp_app.transport.workers import workers
 from project.urls import urlpatterns as site_patterns
-from tests.conftest import modern_request, stream_bytes
+from tests.conftest import data_messages, modern_request, stream_bytes
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.urls(__name__)]
 
@@ -249,8 +249,7 @@ class Exchange:
 
     def messages(self) -> list[JSON]:
         """The JSON-RPC messages of an event stream, in order."""
-        lines = self.body.decode().splitlines()
-        return [json.loads(line[6:]) for line in lines if line.startswith("data: {")]
+        return data_messages(self.body)
 
 
 def scope(

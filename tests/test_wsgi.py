@@ -27,7 +27,7 @@ import mcp_app.wsgi
 from mcp_app.protocol.context import RequestContext
 from mcp_app.wsgi import Route, route
 from project.urls import urlpatterns as site_patterns
-from tests.conftest import modern_request
+from tests.conftest import data_messages, modern_request
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.urls(__name__)]
 
@@ -80,8 +80,7 @@ class Answered:
         return json.loads(self.body)
 
     def messages(self) -> list[JSON]:
-        lines = self.body.decode().splitlines()
-        return [json.loads(line[6:]) for line in lines if line.startswith("data: {")]
+        return data_messages(self.body)
 
 
 def environ(

@@ -26,12 +26,12 @@ from ..conf import Derived
 from ..protocol import jsonrpc
 from ..server import SERVER_ATTRIBUTE
 from .http import Reply
-from .views import Hooks
+from .views import Hooks, reply_content
 
 if TYPE_CHECKING:
     from ..server import Server
 
-__all__ = ["HOOKS", "BareHooks", "endpoint", "log_status", "unreadable"]
+__all__ = ["HOOKS", "BareHooks", "endpoint", "log_status", "reason", "reply_parts", "unreadable"]
 
 
 def endpoint(path_info: str) -> tuple[Server, ResolverMatch] | None:
@@ -110,11 +110,26 @@ def unreadable(exc: Exception) -> Reply:
     return Reply(400, jsonrpc.error_response(None, jsonrpc.InvalidRequest(message)))
 
 
+def reason(status: int) -> str:
+    """The status's reason phrase; "Unknown Status Code" (as Django says) for one without."""
+    return responses.get(status, "Unknown Status Code")
+
+
+def reply_parts(reply: Reply) -> tuple[list[tuple[str, str]], bytes]:
+    """A plain reply's headers and body as either route sends them, encoded as
+    ``to_response`` encodes it: JSON with its length, or no body and no type."""
+    content = reply_content(reply)
+    headers = [] if content is None else [("Content-Type", "application/json")]
+    headers.append(("Content-Length", str(len(content or b""))))
+    headers += reply.headers.items()
+    return headers, content or b""
+
+
 def log_status(status: int, request: HttpRequest | None, path: str = "") -> None:
     """A 4xx (warning) or 5xx (error) answer in the ``django.request`` log, as Django logs it."""
     log_response(
         "%s: %s",
-        responses.get(status, "Unknown Status Code"),
+        reason(status),
         request.path if request is not None else path,
         response=HttpResponse(status=status),
         request=request,

@@ -913,7 +913,7 @@ def _sync_listen_chunks(stream: Stream) -> Iterator[bytes]:
     shutdown.install(_SHUTDOWN_SIGNALS)
     relay = _ListenRelay(stream)
     try:
-        # The request's own thread: Django closes its connection when the request ends.
+        # The request's own thread, whose connection is let go of as the stream ends.
         chunks = relay.start(stream.backlog())
         while True:
             yield from chunks
