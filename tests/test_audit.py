@@ -23,6 +23,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import DatabaseError, connection, connections, router
 from django.test import Client, override_settings
+from django.test.utils import CaptureQueriesContext
 from django.urls import path
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
@@ -409,30 +410,20 @@ def deferred(mcp: Any) -> Callable[..., None]:
     return configure
 
 
-def test_the_writer_pauses_between_statements_only_while_it_keeps_up(
-    deferred: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    pauses: list[int] = []
-    monkeypatch.setattr(audit, "_pause", lambda: pauses.append(1))
-    deferred(batch=100)
-    queue = audit._current()
-    with queue.writing:  # as the writer thread holds it; that thread waits meanwhile
-        for number in range(50):
-            audit.record(entry(f"tool-{number}"))
-        # 50 rows are three statements of 20: a pause after each but the last.
-        assert audit._drain(queue, queue.seq, paced=True)
-        assert len(pauses) == 2 and ToolCall.objects.count() == 50
-        # With a batch's worth still waiting behind, it writes without pausing.
-        for number in range(150):
-            audit.record(entry(f"more-{number}"))
-        pauses.clear()
-        with queue.lock:
-            upto = queue.rows[49][0]
-        assert audit._drain(queue, upto, paced=True)
-        assert pauses == [] and ToolCall.objects.count() == 100
-        # A flush (in a request's or the exiting thread) never pauses, backlog or not.
-        assert audit._drain(queue, queue.seq) and pauses == []
-        assert ToolCall.objects.count() == 200
+def test_the_writer_inserts_many_rows_a_statement(deferred: Any) -> None:
+    deferred(batch=1000)
+    for number in range(250):
+        audit.record(entry(f"tool-{number}"))
+    with CaptureQueriesContext(connection) as queries:
+        assert audit.flush()
+    inserts = [q["sql"] for q in queries if q["sql"].startswith("INSERT")]
+    fields = ["x"] * len(audit.COLUMNS)
+    size = min(audit.INSERT_ROWS, connection.ops.bulk_batch_size(fields, [None] * 250))
+    assert size > 1
+    assert len(inserts) == -(-250 // size)
+    assert list(ToolCall.objects.order_by("pk").values_list("name", flat=True)) == [
+        f"tool-{number}" for number in range(250)
+    ]
 
 
 def test_queued_rows_are_left_alone_by_the_garbage_collector(deferred: Any) -> None:
