@@ -36,6 +36,7 @@ from django.core.wsgi import get_wsgi_application
 from django.db import connection
 from django.test import Client, override_settings
 from django.urls import path
+from django.utils import timezone, translation
 from rest_framework.authtoken.models import Token
 from rest_framework.exceptions import APIException
 from rest_framework.permissions import BasePermission
@@ -56,6 +57,7 @@ from tests.conftest import data_messages, modern_request, stream_bytes
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.urls(__name__)]
 
 WAIT = 10.0  # seconds any exchange may take
+EXTRA = "/extra/mcp"
 JSON = dict[str, Any]
 BEARER = "mcp_app.auth.BearerTokenAuthentication"
 AUTHENTICATED = "rest_framework.permissions.IsAuthenticated"
@@ -162,6 +164,20 @@ def quiet(arguments: JSON, context: RequestContext) -> str:
     context.cancelled.wait(3)
     quiet_took.append(time.monotonic() - started)
     return "done"
+
+
+@extra.tool(name="activates")
+def activates(arguments: JSON, context: RequestContext) -> str:
+    # What a handler, or a middleware before it, may leave active on its thread.
+    translation.activate("fr")
+    timezone.activate("Asia/Tokyo")
+    return str(threading.get_ident())
+
+
+@extra.tool(name="locale")
+def locale(arguments: JSON, context: RequestContext) -> str:
+    language = translation.get_language()
+    return f"{threading.get_ident()} {language} {timezone.get_current_timezone_name()}"
 
 
 @extra.tool(name="reports-then-waits")
@@ -415,6 +431,22 @@ def test_a_plain_call_makes_exactly_one_thread_hop(
     assert done.json()["result"]["structuredContent"] == {"sum": 9}
     assert len(hops.pool) == 1, hops.pool
     assert hops.asgiref == []
+
+
+def test_a_language_or_time_zone_a_request_activated_is_not_the_next_ones(
+    app: Route, settings: Any
+) -> None:
+    expected = f"{translation.to_language(settings.LANGUAGE_CODE)} {settings.TIME_ZONE}"
+    same_thread = 0
+    for _ in range(3):
+        done = mcp_call(app, "tools/call", {"name": "activates", "arguments": {}}, path_=EXTRA)
+        activated_on = done.json()["result"]["content"][0]["text"]
+        done = mcp_call(app, "tools/call", {"name": "locale", "arguments": {}}, path_=EXTRA)
+        thread, seen = done.json()["result"]["content"][0]["text"].split(" ", 1)
+        assert seen == expected
+        same_thread += thread == activated_on
+    # The pool hands out the thread freed last: what was activated was left on that thread.
+    assert same_thread
 
 
 def test_the_django_view_makes_one_hop_of_its_own_too(monkeypatch: pytest.MonkeyPatch) -> None:
