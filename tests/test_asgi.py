@@ -24,7 +24,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from asgiref.sync import SyncToAsync
+from asgiref.sync import SyncToAsync, sync_to_async
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_not_required
@@ -35,7 +35,7 @@ from django.core.signals import got_request_exception
 from django.core.wsgi import get_wsgi_application
 from django.db import connection
 from django.test import Client, override_settings
-from django.urls import path
+from django.urls import get_script_prefix, path
 from django.utils import timezone, translation
 from rest_framework.authtoken.models import Token
 from rest_framework.exceptions import APIException
@@ -172,6 +172,11 @@ def activates(arguments: JSON, context: RequestContext) -> str:
     translation.activate("fr")
     timezone.activate("Asia/Tokyo")
     return str(threading.get_ident())
+
+
+@extra.tool(name="prefix")
+def prefix(arguments: JSON, context: RequestContext) -> str:
+    return get_script_prefix()
 
 
 @extra.tool(name="locale")
@@ -447,6 +452,68 @@ def test_a_language_or_time_zone_a_request_activated_is_not_the_next_ones(
         same_thread += thread == activated_on
     # The pool hands out the thread freed last: what was activated was left on that thread.
     assert same_thread
+
+
+def activating(application: Any) -> Any:
+    """``application``, behind a layer that activates a language and a time zone in the
+    request's own context, as the site's middleware does under Django's handler (and as a
+    request pipelined behind such a one inherits them)."""
+
+    async def app(scope: JSON, receive: Any, send: Any) -> None:
+        await sync_to_async(translation.activate)("fr")
+        await sync_to_async(timezone.activate)("Asia/Tokyo")
+        await application(scope, receive, send)
+
+    return app
+
+
+def text_of(done: Exchange) -> str:
+    text: str = done.json()["result"]["content"][0]["text"]
+    return text
+
+
+def test_the_route_runs_handlers_in_the_sites_defaults_whatever_the_context_holds(
+    app: Route, settings: Any
+) -> None:
+    expected = f"{translation.to_language(settings.LANGUAGE_CODE)} {settings.TIME_ZONE}"
+    done = mcp_call(activating(app), "tools/call", {"name": "locale", "arguments": {}}, path_=EXTRA)
+    assert text_of(done).split(" ", 1)[1] == expected
+
+
+def test_the_async_view_runs_handlers_in_the_language_and_time_zone_of_the_request() -> None:
+    done = mcp_call(
+        activating(get_asgi_application()),
+        "tools/call",
+        {"name": "locale", "arguments": {}},
+        path_="/extra-async/mcp",
+    )
+    assert text_of(done).split(" ", 1)[1] == "fr Asia/Tokyo"
+
+
+def test_the_async_view_runs_handlers_in_the_language_localemiddleware_chose(
+    settings: Any,
+) -> None:
+    settings.MIDDLEWARE = [*settings.MIDDLEWARE, "django.middleware.locale.LocaleMiddleware"]
+    done = mcp_call(
+        get_asgi_application(),
+        "tools/call",
+        {"name": "locale", "arguments": {}},
+        path_="/extra-async/mcp",
+        headers={"Accept-Language": "fr"},
+    )
+    assert text_of(done).split(" ")[1] == "fr"
+
+
+@pytest.mark.parametrize("through", ["route", "async view"])
+def test_a_handler_reverses_urls_under_the_root_path(app: Route, through: str) -> None:
+    application, path_ = (
+        (app, EXTRA) if through == "route" else (get_asgi_application(), "/extra-async/mcp")
+    )
+    params = {"name": "prefix", "arguments": {}}
+    done = mcp_call(application, "tools/call", params, path_=path_, root_path="/site")
+    assert text_of(done) == "/site/"
+    # The next request, on the same thread, has its own.
+    assert text_of(mcp_call(application, "tools/call", params, path_=path_)) == "/"
 
 
 def test_the_django_view_makes_one_hop_of_its_own_too(monkeypatch: pytest.MonkeyPatch) -> None:

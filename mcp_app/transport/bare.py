@@ -70,10 +70,6 @@ class BareHooks(Hooks):
         # site's defaults, as its middleware does not run.
         translation.deactivate()
         timezone.deactivate()
-        self.authenticate(request)
-
-    def authenticate(self, request: HttpRequest) -> None:
-        """The site's session and authentication middleware's ``process_request``."""
         for middleware in _SITE_AUTH_MIDDLEWARE.get():
             middleware.process_request(request)
 

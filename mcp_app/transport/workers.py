@@ -8,14 +8,25 @@ every thread is busy and lets a thread go after it has been idle for a while.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import logging
 import os
 import queue
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from ..conf import conf
+
+#: asgiref 3.12 and later tag a ``Local``'s data with the thread that set it, and show it in
+#: no other thread unless it is moved there, as ``sync_to_async`` moves it. An older asgiref
+#: shows a context's ``Local`` data in any thread: nothing to move (``None``).
+_LOCAL_DATA: Any = None
+with contextlib.suppress(ImportError):
+    from asgiref.local import _rehome, _Storage
+
+    _LOCAL_DATA = _Storage
 
 __all__ = ["Workers", "workers"]
 
@@ -48,6 +59,15 @@ def batch_scheduling() -> bool:
         logger.debug("SCHED_BATCH not applied", exc_info=True)
         return False
     return True
+
+
+def _moved(context: contextvars.Context, fn: Callable[[], None]) -> None:
+    """``fn()``, run in ``context`` (entered) once its ``Local`` data is this thread's."""
+    if _LOCAL_DATA is not None:
+        for var, value in list(context.items()):
+            if isinstance(value, _LOCAL_DATA):
+                var.set(_rehome(value))
+    fn()
 
 
 class _Thread:
@@ -89,11 +109,16 @@ class Workers:
 
     def run(self, fn: Callable[[], None]) -> None:
         """Run ``fn()`` on a free thread (a new one if none is), in a copy of the caller's
-        context; nothing waits for it, so it reports its own outcome."""
+        context; nothing waits for it, so it reports its own outcome.
+
+        The copy carries asgiref ``Local`` data as ``sync_to_async`` carries it: the language,
+        time zone, script prefix and URLconf that Django's handler and the site's middleware
+        set for the request are the handler's too.
+        """
         context = contextvars.copy_context()
 
         def task() -> None:
-            context.run(fn)
+            context.run(_moved, context, fn)
 
         self._start(task)
 
