@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -205,3 +206,22 @@ def _fresh_process_state() -> Iterator[None]:
     # own database state, not by the writer thread during some later test.
     if audit.pending():
         audit.flush()
+
+
+class RecheckClock:
+    """The clock ``mcp_app.recent`` expires what was read lately by: it moves only when a
+    test says so, so a value is trusted until then however slowly the test runs."""
+
+    def __init__(self) -> None:
+        self.now = time.monotonic()
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def recheck_clock(monkeypatch: pytest.MonkeyPatch) -> RecheckClock:
+    """``RecheckClock``, in place of the one ``mcp_app.recent`` reads."""
+    clock = RecheckClock()
+    monkeypatch.setattr("mcp_app.recent.time", SimpleNamespace(monotonic=clock.monotonic))
+    return clock

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -11,6 +9,7 @@ import pytest
 from mcp_app import delivery
 from mcp_app.delivery.base import SinkTable
 from mcp_app.recent import Recent
+from tests.conftest import RecheckClock
 
 
 @pytest.fixture(autouse=True)
@@ -38,18 +37,14 @@ def test_a_read_older_than_a_forget_is_not_kept() -> None:
 
 
 def test_values_expire_after_the_recheck_interval(
-    settings: Any, monkeypatch: pytest.MonkeyPatch
+    settings: Any, recheck_clock: RecheckClock
 ) -> None:
     settings.MCP_APP = {**settings.MCP_APP, "RECHECK_SECONDS": 5}
-    # A clock that moves only when told: however slowly the test runs, it is within the
-    # interval until the clock passes it.
-    now = [time.monotonic()]
-    monkeypatch.setattr("mcp_app.recent.time", SimpleNamespace(monotonic=lambda: now[0]))
     recent: Recent[str, int] = Recent()
     recent.store("a", 1, recent.epoch())
-    now[0] += 4.9
+    recheck_clock.now += 4.9
     assert recent.get("a") == 1
-    now[0] += 0.2
+    recheck_clock.now += 0.2
     assert recent.get("a") is None
 
 

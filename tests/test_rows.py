@@ -29,7 +29,7 @@ from mcp_app.models import (
     Tool,
 )
 from mcp_app.protocol.context import RequestContext
-from tests.conftest import modern_request
+from tests.conftest import RecheckClock, modern_request
 
 pytestmark = pytest.mark.django_db
 
@@ -261,17 +261,13 @@ def _bump_unseen(server: str) -> None:
 
 @pytest.mark.django_db(transaction=True)
 def test_an_edit_no_one_announced_is_seen_after_the_recheck_interval(
-    settings: Any, monkeypatch: pytest.MonkeyPatch
+    settings: Any, recheck_clock: RecheckClock
 ) -> None:
     settings.MCP_APP = {**settings.MCP_APP, "RECHECK_SECONDS": 60}
-    # What was read lately expires by this clock, which moves only when told: the generation
-    # is trusted until then however slowly the test runs.
-    now = [time.monotonic()]
-    monkeypatch.setattr("mcp_app.recent.time", SimpleNamespace(monotonic=lambda: now[0]))
     before = rows.generation("unseen")
     _bump_unseen("unseen")
     assert rows.generation("unseen") == before  # trusted for a while
-    now[0] += 61
+    recheck_clock.now += 61
     assert rows.generation("unseen") != before
 
 

@@ -24,6 +24,7 @@ from mcp_app.sessions import (
     SessionStore,
     new_session_id,
 )
+from tests.conftest import RecheckClock
 
 pytestmark = pytest.mark.django_db
 
@@ -277,19 +278,15 @@ def test_database_changes_made_here_are_seen_at_once() -> None:
 
 
 def test_database_an_unannounced_end_is_seen_after_the_recheck_interval(
-    settings: Any, monkeypatch: pytest.MonkeyPatch
+    settings: Any, recheck_clock: RecheckClock
 ) -> None:
     settings.MCP_APP = {**settings.MCP_APP, "RECHECK_SECONDS": 60}
-    # What was read lately expires by this clock, which moves only when told: the session is
-    # trusted until then however slowly the test runs.
-    clock = FakeClock()
-    monkeypatch.setattr("mcp_app.recent.time", SimpleNamespace(monotonic=clock.time))
     store = DatabaseSessionStore()
     store.create(make())
     assert store.get(make().id) is not None
     Session.objects.all().delete()  # as another process without a shared backend
     assert store.get(make().id) is not None
-    clock.now += 61
+    recheck_clock.now += 61
     assert store.get(make().id) is None
 
 
