@@ -701,7 +701,7 @@ def measure(all_targets: Sequence[Target], args: argparse.Namespace, deadline: f
         target.peak_rss_kib = peak_rss_kib(target.serving_pid())
 
 
-# -- MRTR, in process ------------------------------------------------------------------------
+# -- the other benchmarks, in their own processes ---------------------------------------------
 
 
 @dataclass
@@ -712,31 +712,157 @@ class Mrtr:
     output: str
 
 
-def run_mrtr(iterations: int) -> Mrtr | None:
-    """``bench.mrtr`` (on a migrated database) on the server's core, its output parsed.
+@dataclass
+class CatalogPages:
+    """``bench.catalog``: the median time of a first ``tools/list`` page, by catalog size."""
 
-    A failure there is reported and leaves that one ratio out, rather than losing the
-    HTTP numbers already measured.
+    ratio: float
+    small_us: float
+    large_us: float
+
+
+@dataclass
+class Fanout:
+    """One ``bench.listen_fanout`` backend: an edit reaching every open listen stream."""
+
+    backend: str
+    trigger: str
+    streams: int
+    kib_per_stream: float
+    p50_ms: float
+    p99_ms: float
+    slowest_ms: float
+    missing: int
+    target_s: float
+    verdict: str
+
+
+@dataclass
+class Others:
+    """What the benchmarks beside the HTTP runs measured; ``None`` or empty where one failed."""
+
+    mrtr: Mrtr | None = None
+    catalog: CatalogPages | None = None
+    fanout: list[Fanout] = field(default_factory=list)
+
+
+def run_module(
+    module: str,
+    *argv: str,
+    cores: str,
+    env: dict[str, str] | None = None,
+    exits: tuple[int, ...] = (0,),
+) -> str | None:
+    """``python -m module argv`` on ``cores``; its output, or ``None`` (reported) if it exited
+    with another status than ``exits``.
+
+    A failure there leaves its own numbers out, rather than losing the HTTP numbers already
+    measured.
     """
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings"}
-    command = ["taskset", "-c", str(SERVER_CORE), sys.executable, "-m", "bench.mrtr"]
     done = subprocess.run(
-        [*command, "-n", str(iterations)],
+        ["taskset", "-c", cores, sys.executable, "-m", module, *argv],
         cwd=ROOT,
-        env=env,
+        env={**os.environ, **(env or {})},
         capture_output=True,
         text=True,
         timeout=600,
         check=False,
     )
-    ratio = re.search(r"retry / plain = ([0-9.]+)", done.stdout)
-    plain = re.search(r"^tools/call add \(plain\)\s+([0-9.]+)", done.stdout, re.MULTILINE)
-    retry = re.search(r"^greet retry \(verify, complete\)\s+([0-9.]+)", done.stdout, re.MULTILINE)
-    if done.returncode or not (ratio and plain and retry):
-        tail = "\n".join((done.stdout + done.stderr).splitlines()[-15:])
-        print(f"bench.mrtr failed ({done.returncode}); no MRTR ratio:\n{tail}", file=sys.stderr)
+    if done.returncode not in exits:
+        not_run(module, done.returncode, done.stdout + done.stderr)
         return None
-    return Mrtr(float(ratio.group(1)), float(plain.group(1)), float(retry.group(1)), done.stdout)
+    return done.stdout
+
+
+def not_run(module: str, returncode: int, output: str) -> None:
+    tail = "\n".join(output.splitlines()[-15:])
+    print(f"{module} failed ({returncode}); its numbers are left out:\n{tail}", file=sys.stderr)
+
+
+def run_mrtr(iterations: int) -> Mrtr | None:
+    """``bench.mrtr`` (on a migrated database) on the server's core, its output parsed."""
+    out = run_module(
+        "bench.mrtr",
+        "-n",
+        str(iterations),
+        cores=str(SERVER_CORE),
+        env={"DJANGO_SETTINGS_MODULE": "tests.settings"},
+    )
+    if out is None:
+        return None
+    ratio = re.search(r"retry / plain = ([0-9.]+)", out)
+    plain = re.search(r"^tools/call add \(plain\)\s+([0-9.]+)", out, re.MULTILINE)
+    retry = re.search(r"^greet retry \(verify, complete\)\s+([0-9.]+)", out, re.MULTILINE)
+    if not (ratio and plain and retry):
+        not_run("bench.mrtr", 0, out)
+        return None
+    return Mrtr(float(ratio.group(1)), float(plain.group(1)), float(retry.group(1)), out)
+
+
+def run_catalog() -> CatalogPages | None:
+    """``bench.catalog`` on the server's core: a first page at 10,000 rows against 100."""
+    out = run_module("bench.catalog", cores=str(SERVER_CORE))
+    if out is None:
+        return None
+    ratio = re.search(r"^first page, \d+ / \d+ rows = ([0-9.]+)", out, re.MULTILINE)
+    firsts = re.findall(r"^\s*(\d+)\s+first\s+([0-9.]+)", out, re.MULTILINE)
+    if not ratio or len(firsts) != 2:
+        not_run("bench.catalog", 0, out)
+        return None
+    return CatalogPages(float(ratio.group(1)), float(firsts[0][1]), float(firsts[1][1]))
+
+
+#: One row of ``bench.listen_fanout``'s table.
+FANOUT_ROW = re.compile(
+    r"^(?P<backend>\w+)\s+(?P<trigger>\w+)\s+(?P<streams>\d+)\s+\S+\s+\S+ MiB\s+\S+ MiB\s+"
+    r"(?P<kib>[-0-9.]+)\s+(?P<p50>\S+)\s+(?P<p99>\S+)\s+(?P<slowest>\S+)\s+(?P<missing>\d+)\s+"
+    r"(?P<target>[0-9.]+)s\s+(?P<verdict>PASS|FAIL)$",
+    re.MULTILINE,
+)
+
+
+def run_fanout() -> list[Fanout]:
+    """``bench.listen_fanout`` for each delivery backend (Redis when ``REDIS_URL`` is set).
+
+    Its server and its clients share both cores, as when it runs on its own; the HTTP servers
+    are stopped by then.
+    """
+    backends = ["local", "database"] + (["redis"] if os.environ.get("REDIS_URL") else [])
+    found: list[Fanout] = []
+    for backend in backends:
+        # It exits with 1 when a delivery misses its target: the row says so.
+        out = run_module(
+            "bench.listen_fanout",
+            "--backend",
+            backend,
+            cores=f"{SERVER_CORE},{LOAD_CORE}",
+            exits=(0, 1),
+        )
+        row = FANOUT_ROW.search(out or "")
+        if row is None:
+            if out is not None:
+                not_run(f"bench.listen_fanout --backend {backend}", 0, out)
+            continue
+        found.append(
+            Fanout(
+                backend=row["backend"],
+                trigger=row["trigger"],
+                streams=int(row["streams"]),
+                kib_per_stream=float(row["kib"]),
+                p50_ms=float(row["p50"]),
+                p99_ms=float(row["p99"]),
+                slowest_ms=float(row["slowest"]),
+                missing=int(row["missing"]),
+                target_s=float(row["target"]),
+                verdict="holds" if row["verdict"] == "PASS" else "misses",
+            )
+        )
+    return found
+
+
+def run_others(args: argparse.Namespace) -> Others:
+    """The in-process benchmarks and the listen fan-out, once the HTTP servers are stopped."""
+    return Others(mrtr=run_mrtr(args.mrtr_iterations), catalog=run_catalog(), fanout=run_fanout())
 
 
 # -- profile -------------------------------------------------------------------------------
@@ -865,7 +991,7 @@ class Ratio:
         return "" if self.bound is None else f"{self.comparison} {self.bound:g}"
 
 
-def ratios(by_key: dict[str, Target], mrtr: Mrtr | None) -> list[Ratio]:
+def ratios(by_key: dict[str, Target], others: Others) -> list[Ratio]:
     def rps(numerator: str, denominator: str) -> float | None:
         a, b = by_key[numerator], by_key[denominator]
         if not (a.valid and b.valid):
@@ -879,6 +1005,7 @@ def ratios(by_key: dict[str, Target], mrtr: Mrtr | None) -> list[Ratio]:
         return a.median("p99_us") / b.median("p99_us")
 
     legacy = rps("mcp_app/uvicorn", "mcp_app/uvicorn/initialize-era")  # time per call, inverted
+    mrtr, catalog = others.mrtr, others.catalog
     found = [
         Ratio("ASGI ÷ official SDK", "req/s, mcp_app/asgi ÷ sdk/uvicorn",
               rps("mcp_app/asgi", "sdk/uvicorn"), 2.5),
@@ -900,6 +1027,8 @@ def ratios(by_key: dict[str, Target], mrtr: Mrtr | None) -> list[Ratio]:
               rps("sdk/uvicorn", "raw/uvicorn")),
         Ratio("MRTR retry ÷ plain call", "in-process median time, bench.mrtr",
               mrtr.ratio if mrtr else None, 1.2, AT_MOST),
+        Ratio("tools/list, 10,000 ÷ 100 rows", "in-process median first page, bench.catalog",
+              catalog.ratio if catalog else None, 1.5, AT_MOST),
         Ratio("initialize-era ÷ 2026-07-28 call", "time per call (1/req/s), mcp_app/uvicorn",
               legacy, 1.3, AT_MOST),
         Ratio("p99 ÷ official SDK, uvicorn", "p99, mcp_app/uvicorn ÷ sdk/uvicorn",
@@ -1008,10 +1137,42 @@ def machine() -> dict[str, str]:
     }
 
 
+FANOUT_HEADERS = [
+    "listen fan-out",
+    "trigger",
+    "streams",
+    "KiB per stream",
+    "p50 ms",
+    "p99 ms",
+    "slowest ms",
+    "missing",
+    "target",
+    "verdict",
+]
+
+
+def fanout_rows(found: Sequence[Fanout]) -> list[list[str]]:
+    return [
+        [
+            f.backend,
+            f.trigger,
+            f"{f.streams:,}",
+            f"{f.kib_per_stream:.1f}",
+            f"{f.p50_ms:.1f}",
+            f"{f.p99_ms:.1f}",
+            f"{f.slowest_ms:.1f}",
+            str(f.missing),
+            f"every stream <= {f.target_s:g} s",
+            f.verdict,
+        ]
+        for f in found
+    ]
+
+
 def report(
     all_targets: Sequence[Target],
     found: Sequence[Ratio],
-    mrtr: Mrtr | None,
+    others: Others,
     args: argparse.Namespace,
     markdown: bool,
 ) -> str:
@@ -1029,11 +1190,18 @@ def report(
     ]
     if found:
         parts += ["", table(RATIO_HEADERS, ratio_rows(found), markdown)]
-    if mrtr is not None:
+    if others.mrtr is not None:
         parts.append(
-            f"\nMRTR in process: plain call {mrtr.plain_us:.1f} µs, "
-            f"retry {mrtr.retry_us:.1f} µs (median of {args.mrtr_iterations})"
+            f"\nMRTR in process: plain call {others.mrtr.plain_us:.1f} µs, "
+            f"retry {others.mrtr.retry_us:.1f} µs (median of {args.mrtr_iterations})"
         )
+    if others.catalog is not None:
+        parts.append(
+            f"tools/list in process, first page: {others.catalog.small_us:.1f} µs at 100 rows, "
+            f"{others.catalog.large_us:.1f} µs at 10,000"
+        )
+    if others.fanout:
+        parts += ["", table(FANOUT_HEADERS, fanout_rows(others.fanout), markdown)]
     for target in all_targets:
         for run in [target.warmup, *target.runs]:
             if run is not None and run.problems:
@@ -1042,7 +1210,8 @@ def report(
     return "\n".join(parts)
 
 
-def results_json(all_targets: Sequence[Target], found: Sequence[Ratio], mrtr: Mrtr | None) -> Any:
+def results_json(all_targets: Sequence[Target], found: Sequence[Ratio], others: Others) -> Any:
+    mrtr, catalog = others.mrtr, others.catalog
     return {
         "machine": machine(),
         "targets": {
@@ -1057,6 +1226,8 @@ def results_json(all_targets: Sequence[Target], found: Sequence[Ratio], mrtr: Mr
         "ratios": [r.__dict__ | {"verdict": r.verdict} for r in found],
         "mrtr": None if mrtr is None else {"ratio": mrtr.ratio, "plain_us": mrtr.plain_us,
                                            "retry_us": mrtr.retry_us},
+        "catalog": None if catalog is None else catalog.__dict__,
+        "fanout": [f.__dict__ for f in others.fanout],
     }  # fmt: skip
 
 
@@ -1161,18 +1332,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if args.profile and args.profile_target in by_key:
                     py_spy = BENCH_VENV / "bin" / "py-spy"
                     summary = profile(by_key[args.profile_target], args, py_spy)
-            mrtr = run_mrtr(args.mrtr_iterations) if not args.only else None
-        found = ratios(by_key, mrtr) if not args.only else []
+            others = run_others(args) if not args.only else Others()
+        found = ratios(by_key, others) if not args.only else []
         print()
-        print(report(all_targets, found, mrtr, args, markdown=False))
+        print(report(all_targets, found, others, args, markdown=False))
         if summary:
             gil = " --gil" if args.profile_gil else ""
             print(f"\npy-spy{gil} on {args.profile_target} ({args.profile}s; {PROFILE_OUT}):")
             print(summary)
         if args.markdown:
-            args.markdown.write_text(report(all_targets, found, mrtr, args, markdown=True) + "\n")
+            args.markdown.write_text(report(all_targets, found, others, args, markdown=True) + "\n")
         if args.json:
-            args.json.write_text(json.dumps(results_json(all_targets, found, mrtr), indent=2))
+            args.json.write_text(json.dumps(results_json(all_targets, found, others), indent=2))
     except BenchError as exc:
         print(f"bench: {exc}", file=sys.stderr)
         return 2
