@@ -57,6 +57,7 @@ from .transport.views import (
     respond,
     too_large,
 )
+from .transport.workers import LOCALS_STAY_BEHIND
 
 if TYPE_CHECKING:
     from .server import Server
@@ -223,16 +224,31 @@ async def _answer(
         if not message.get("more_body", False):
             break
     body.seek(0)
-    if request.script_name:
-        # As Django's handler does, so reverse() in a handler honours it. Without one, "/"
-        # holds already: an ASGI server runs each request in a context of its own.
-        set_script_prefix(request.script_name)
-
     return await respond(server, request, _HOOKS, client.gone)
 
 
 class _BareHooks(BareHooks):
-    """``BareHooks``, with the headers read straight from the scope."""
+    """``BareHooks``, with the headers read straight from the scope, and a pool thread that
+    starts from asgiref's defaults.
+
+    What the request's context holds of asgiref ``Local`` data (a language, a time zone, a
+    script prefix a request before it on the connection left there) is not moved to the
+    request's pool thread, which then sees the site's defaults without undoing anything.
+    With an asgiref older than 3.12, which shows that data in every thread, it is undone.
+    """
+
+    locals_too = False
+
+    def begin(self, request: HttpRequest) -> None:
+        prefix = getattr(request, "script_name", "")  # an ASGIRequest's
+        if prefix:
+            # As Django's handler does, so reverse() in a handler honours it; otherwise "/".
+            set_script_prefix(prefix)
+        super().begin(request)
+
+    def site_defaults(self) -> None:
+        if not LOCALS_STAY_BEHIND:
+            super().site_defaults()
 
     def headers(self, request: HttpRequest) -> dict[str, str]:
         # As no middleware changed META: the round trip through META and request.headers

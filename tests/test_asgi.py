@@ -416,9 +416,9 @@ class Hops:
         self.asgiref: list[str] = []
         run, call = workers.run, SyncToAsync.__call__
 
-        def pool_run(fn: Any) -> None:
+        def pool_run(fn: Any, **kwargs: Any) -> None:
             self.pool.append(fn)
-            run(fn)
+            run(fn, **kwargs)
 
         async def counted(this: SyncToAsync[Any, Any], *args: Any, **kwargs: Any) -> Any:
             self.asgiref.append(getattr(this.func, "__module__", ""))

@@ -10,6 +10,7 @@ from concurrent.futures import Future
 from typing import Any
 
 import pytest
+from asgiref.local import Local
 from django.test import override_settings
 
 from mcp_app.transport import workers as module
@@ -18,7 +19,7 @@ from mcp_app.transport.workers import Workers
 NAME: contextvars.ContextVar[str] = contextvars.ContextVar("name", default="none")
 
 
-def submit(pool: Workers, fn: Any, *args: Any) -> Future[Any]:
+def submit(pool: Workers, fn: Any, *args: Any, locals_too: bool = True) -> Future[Any]:
     """Run ``fn(*args)`` on the pool; its outcome in a future."""
     future: Future[Any] = Future()
 
@@ -28,7 +29,7 @@ def submit(pool: Workers, fn: Any, *args: Any) -> Future[Any]:
         except BaseException as exc:
             future.set_exception(exc)
 
-    pool.run(task)
+    pool.run(task, locals_too=locals_too)
     return future
 
 
@@ -63,6 +64,23 @@ def test_results_exceptions_and_context_reach_the_caller() -> None:
     token = NAME.set("caller")
     try:
         assert submit(pool, NAME.get).result(5) == "caller"
+    finally:
+        NAME.reset(token)
+
+
+@pytest.mark.skipif(not module.LOCALS_STAY_BEHIND, reason="asgiref shows Local data everywhere")
+def test_a_task_run_without_locals_sees_their_defaults_and_the_rest_of_the_context() -> None:
+    pool = Workers()
+    local = Local()
+    local.value = "caller"
+    token = NAME.set("caller")
+    try:
+        seen = submit(pool, lambda: (getattr(local, "value", "default"), NAME.get()))
+        assert seen.result(5) == ("caller", "caller")
+        plain = submit(
+            pool, lambda: (getattr(local, "value", "default"), NAME.get()), locals_too=False
+        )
+        assert plain.result(5) == ("default", "caller")
     finally:
         NAME.reset(token)
 

@@ -65,13 +65,17 @@ class BareHooks(Hooks):
 
     def begin(self, request: HttpRequest) -> None:
         close_old_connections()
-        # The thread may have served a request whose middleware (LocaleMiddleware, a time
-        # zone middleware) activated a language or time zone: the endpoint runs with the
-        # site's defaults, as its middleware does not run.
-        translation.deactivate()
-        timezone.deactivate()
+        self.site_defaults()
         for middleware in _SITE_AUTH_MIDDLEWARE.get():
             middleware.process_request(request)
+
+    def site_defaults(self) -> None:
+        """The site's default language and time zone for the endpoint, whose middleware
+        does not run."""
+        # The thread may have served a request whose middleware (LocaleMiddleware, a time
+        # zone middleware) activated a language or time zone.
+        translation.deactivate()
+        timezone.deactivate()
 
     def refusal(self, request: HttpRequest) -> HttpResponseBase | None:
         # LoginRequiredMiddleware turns an anonymous caller away, as under Django's handler,

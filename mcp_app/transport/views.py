@@ -320,6 +320,10 @@ class Hooks:
     handler sends the request signals itself, in other threads.
     """
 
+    #: Whether the pool thread gets the request's asgiref ``Local`` data (its language, time
+    #: zone, script prefix and URLconf), as ``sync_to_async`` would give it.
+    locals_too = True
+
     def begin(self, request: HttpRequest) -> None:
         close_old_connections()
 
@@ -474,7 +478,10 @@ async def respond(
     loop = asyncio.get_running_loop()
     first: asyncio.Future[Item] = loop.create_future()
     departure = Departure()
-    workers.run(functools.partial(_hop, loop, first, server, request, hooks, departure))
+    workers.run(
+        functools.partial(_hop, loop, first, server, request, hooks, departure),
+        locals_too=hooks.locals_too,
+    )
     try:
         kind, payload = await (first if gone is None else _watching(first, gone, departure))
     except asyncio.CancelledError:

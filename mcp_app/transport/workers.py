@@ -28,6 +28,10 @@ with contextlib.suppress(ImportError):
 
     _LOCAL_DATA = _Storage
 
+#: Whether a thread sees only the ``Local`` data moved to it (asgiref 3.12 and later): a task
+#: run without moving it sees every ``Local`` at its default.
+LOCALS_STAY_BEHIND = _LOCAL_DATA is not None
+
 __all__ = ["Workers", "workers"]
 
 
@@ -107,20 +111,24 @@ class Workers:
         self._free: list[_Thread] = []
         self.started = 0
 
-    def run(self, fn: Callable[[], None]) -> None:
+    def run(self, fn: Callable[[], None], *, locals_too: bool = True) -> None:
         """Run ``fn()`` on a free thread (a new one if none is), in a copy of the caller's
         context; nothing waits for it, so it reports its own outcome.
 
         The copy carries asgiref ``Local`` data as ``sync_to_async`` carries it: the language,
         time zone, script prefix and URLconf that Django's handler and the site's middleware
-        set for the request are the handler's too.
+        set for the request are the handler's too. With ``locals_too`` false they are not
+        moved: under ``LOCALS_STAY_BEHIND`` the task sees the defaults.
         """
         context = contextvars.copy_context()
 
         def task() -> None:
             context.run(_moved, context, fn)
 
-        self._start(task)
+        def plain_task() -> None:
+            context.run(fn)
+
+        self._start(task if locals_too else plain_task)
 
     def _start(self, task: Callable[[], None]) -> None:
         with self._lock:
