@@ -8,7 +8,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.http import JsonResponse
+from django.core.exceptions import DisallowedHost
+from django.http import HttpRequest, JsonResponse
 from django.test import RequestFactory
 
 from mcp_app.transport import views
@@ -42,6 +43,79 @@ def test_header_names_remembered_are_bounded(monkeypatch: pytest.MonkeyPatch) ->
     assert meta_headers(meta) == expected
     assert meta_headers(meta) == expected
     assert len(views._HEADER_NAMES) == 3
+
+
+@pytest.fixture
+def host_checks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The hosts Django's ``get_host()`` checks from now on, with none remembered before."""
+    views._ALLOWED_HOSTS.forget()
+    checked: list[str] = []
+    get_host = HttpRequest.get_host
+
+    def counted(request: HttpRequest) -> str:
+        checked.append(request.META.get("HTTP_HOST", ""))
+        return get_host(request)
+
+    monkeypatch.setattr(HttpRequest, "get_host", counted)
+    return checked
+
+
+def host_request(host: str, **extra: str) -> HttpRequest:
+    return RequestFactory().post(
+        "/mcp", data=b"{}", content_type="application/json", HTTP_HOST=host, **extra
+    )
+
+
+def test_a_host_allowed_once_is_not_checked_again(settings: Any, host_checks: list[str]) -> None:
+    settings.ALLOWED_HOSTS = ["api.example.com", "other.example.com"]
+    for _ in range(3):
+        assert views.request_host(host_request("api.example.com")) == "api.example.com"
+    assert views.request_host(host_request("other.example.com")) == "other.example.com"
+    assert host_checks == ["api.example.com", "other.example.com"]
+
+
+def test_a_host_refused_is_refused_every_time(settings: Any, host_checks: list[str]) -> None:
+    settings.ALLOWED_HOSTS = ["api.example.com"]
+    for _ in range(2):
+        with pytest.raises(DisallowedHost):
+            views.request_host(host_request("evil.example.com"))
+    assert host_checks == ["evil.example.com"] * 2
+
+
+@pytest.mark.parametrize("setting", ["ALLOWED_HOSTS", "DEBUG"])
+def test_a_host_remembered_is_checked_again_once_the_settings_change(
+    settings: Any, host_checks: list[str], setting: str
+) -> None:
+    settings.DEBUG, settings.ALLOWED_HOSTS = True, []
+    assert views.request_host(host_request("localhost")) == "localhost"
+    if setting == "DEBUG":
+        settings.DEBUG = False
+    else:
+        settings.ALLOWED_HOSTS = ["api.example.com"]
+    with pytest.raises(DisallowedHost):
+        views.request_host(host_request("localhost"))
+
+
+def test_a_forwarded_host_is_always_checked(settings: Any, host_checks: list[str]) -> None:
+    settings.ALLOWED_HOSTS = ["api.example.com"]
+    settings.USE_X_FORWARDED_HOST = True
+    assert views.request_host(host_request("api.example.com")) == "api.example.com"
+    forwarded = host_request("api.example.com", HTTP_X_FORWARDED_HOST="evil.example.com")
+    with pytest.raises(DisallowedHost):
+        views.request_host(forwarded)
+    assert len(host_checks) == 2
+
+
+def test_hosts_remembered_are_bounded(
+    settings: Any, host_checks: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings.ALLOWED_HOSTS = [".example.com"]
+    monkeypatch.setattr(views, "ALLOWED_HOSTS_LIMIT", 2)
+    for n in range(4):
+        views.request_host(host_request(f"h{n}.example.com"))
+    assert len(views._ALLOWED_HOSTS.get()) == 2
+    views.request_host(host_request("h3.example.com"))
+    assert len(host_checks) == 5
 
 
 @pytest.mark.parametrize(

@@ -26,7 +26,7 @@ from ..conf import Derived
 from ..protocol import jsonrpc
 from ..server import SERVER_ATTRIBUTE
 from .http import Reply
-from .views import Hooks, reply_content
+from .views import Hooks, reply_content, request_host
 
 if TYPE_CHECKING:
     from ..server import Server
@@ -84,7 +84,7 @@ class BareHooks(Hooks):
         login = _SITE_LOGIN_MIDDLEWARE.get()
         if login:
             try:
-                request.get_host()
+                request_host(request)
             except DisallowedHost:
                 return None  # the endpoint refuses the Host itself, as it logs and answers it
         for middleware in login:

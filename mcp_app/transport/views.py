@@ -32,7 +32,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from .. import shutdown
 from ..auth import site_user
-from ..conf import conf
+from ..conf import Derived, conf
 from ..delivery import backend
 from ..protocol import jsonrpc
 from . import sse
@@ -151,6 +151,35 @@ def too_large() -> Reply:
     return Reply(413, jsonrpc.error_response(None, error))
 
 
+#: ``Host`` headers ``get_host()`` found allowed, while the settings it reads stay as they are.
+_ALLOWED_HOSTS: Derived[set[str]] = Derived(set, ("ALLOWED_HOSTS", "DEBUG", "USE_X_FORWARDED_HOST"))
+#: Most hosts remembered: a wildcard in ALLOWED_HOSTS lets clients choose them.
+ALLOWED_HOSTS_LIMIT = 1024
+
+
+def request_host(request: HttpRequest) -> str:
+    """``request.get_host()``, which a ``Host`` header allowed before skips.
+
+    Checking a host against ``ALLOWED_HOSTS`` costs several times more than looking it up.
+    Only a request without ``X-Forwarded-Host`` is looked up: its host is its ``Host``
+    header, whatever ``USE_X_FORWARDED_HOST`` says. A host refused is refused by Django.
+
+    Raises:
+        DisallowedHost: the host is not allowed.
+    """
+    meta = request.META
+    raw = meta.get("HTTP_HOST")
+    if raw is None or "HTTP_X_FORWARDED_HOST" in meta:
+        return request.get_host()
+    allowed = _ALLOWED_HOSTS.get()
+    if raw in allowed:
+        return raw  # type: ignore[no-any-return]
+    host = request.get_host()
+    if len(allowed) < ALLOWED_HOSTS_LIMIT:
+        allowed.add(raw)
+    return host
+
+
 def incoming(
     request: HttpRequest, headers: dict[str, str] | None = None
 ) -> Incoming | Reply | None:
@@ -159,7 +188,7 @@ def incoming(
     ``headers``: the request's headers by lower-case name, when the caller has them already.
     """
     try:
-        host = request.get_host()
+        host = request_host(request)
     except DisallowedHost as exc:
         # Logged where Django logs it, so a site's alerting on the security loggers sees it.
         logging.getLogger("django.security.DisallowedHost").error(
