@@ -255,13 +255,32 @@ class _BareHooks(BareHooks):
         # costs more. Names with an underscore are dropped and repeated ones joined, as
         # Django does.
         headers: dict[str, str] = {}
+        names = _HEADER_NAMES
         for raw_name, raw_value in getattr(request, "scope", {}).get("headers", ()):
-            name = raw_name.decode("latin1").lower()
-            if "_" in name:
+            name = names.get(raw_name)
+            if name is None:
+                name = _header_name(raw_name)
+            if not name:
                 continue
             value = raw_value.decode("latin1")
             headers[name] = f"{headers[name]},{value}" if name in headers else value
         return headers
+
+
+#: Header names by the bytes a client sent ("": dropped), for the names met so far: most
+#: requests send the same few.
+_HEADER_NAMES: dict[bytes, str] = {}
+#: Most names remembered: header names are the client's to choose.
+HEADER_NAMES_LIMIT = 1024
+
+
+def _header_name(raw_name: bytes) -> str:
+    name = raw_name.decode("latin1").lower()
+    if "_" in name:
+        name = ""
+    if len(_HEADER_NAMES) < HEADER_NAMES_LIMIT:
+        _HEADER_NAMES[raw_name] = name
+    return name
 
 
 _HOOKS = _BareHooks()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import io
 import json
 import logging
 import threading
@@ -1303,3 +1304,36 @@ async def _never() -> JSON:
 
 async def _ignore(message: JSON) -> None:
     raise AssertionError("the route sent a message it should have passed on")
+
+
+def scope_request(headers: list[tuple[bytes, bytes]]) -> Any:
+    from django.core.handlers.asgi import ASGIRequest
+
+    scope = {"type": "http", "method": "POST", "path": "/mcp", "headers": headers}
+    return ASGIRequest(scope, io.BytesIO())
+
+
+def test_the_route_reads_headers_as_django_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(mcp_app.asgi, "_HEADER_NAMES", {})
+    request = scope_request(
+        [
+            (b"MCP-Method", b"tools/call"),
+            (b"mcp_name", b"spoofed"),  # an underscore: dropped, as Django drops it from META
+            (b"Accept", b"application/json"),
+            (b"accept", b"text/event-stream"),
+        ]
+    )
+    expected = {"mcp-method": "tools/call", "accept": "application/json,text/event-stream"}
+    assert mcp_app.asgi._HOOKS.headers(request) == expected
+    # Read again, from the names remembered, the same.
+    assert mcp_app.asgi._HOOKS.headers(request) == expected
+
+
+def test_header_names_the_route_remembers_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(mcp_app.asgi, "_HEADER_NAMES", {})
+    monkeypatch.setattr(mcp_app.asgi, "HEADER_NAMES_LIMIT", 3)
+    request = scope_request([(f"X-{n}".encode(), str(n).encode()) for n in range(10)])
+    expected = {f"x-{n}": str(n) for n in range(10)}
+    assert mcp_app.asgi._HOOKS.headers(request) == expected
+    assert mcp_app.asgi._HOOKS.headers(request) == expected
+    assert len(mcp_app.asgi._HEADER_NAMES) == 3
