@@ -224,6 +224,9 @@ async def _answer(
         if not message.get("more_body", False):
             break
     body.seek(0)
+    # What request.body gives, read already: Django's own reading would check the limits
+    # just checked, then copy the bytes into another stream.
+    request._body = body.getvalue()
     return await respond(server, request, _HOOKS, client.gone)
 
 

@@ -180,6 +180,13 @@ def prefix(arguments: JSON, context: RequestContext) -> str:
     return get_script_prefix()
 
 
+@extra.tool(name="body")
+def body_tool(arguments: JSON, context: RequestContext) -> str:
+    # What Django's request API gives a handler: the body, and the same bytes read again.
+    request = context.request
+    return json.dumps([request.body.decode(), request.read().decode(), request.method])
+
+
 @extra.tool(name="locale")
 def locale(arguments: JSON, context: RequestContext) -> str:
     language = translation.get_language()
@@ -515,6 +522,18 @@ def test_a_handler_reverses_urls_under_the_root_path(app: Route, through: str) -
     assert text_of(done) == "/site/"
     # The next request, on the same thread, has its own.
     assert text_of(mcp_call(application, "tools/call", params, path_=path_)) == "/"
+
+
+@pytest.mark.parametrize("through", ["route", "async view"])
+def test_a_handler_reads_the_body_through_djangos_request(app: Route, through: str) -> None:
+    application, path_ = (
+        (app, EXTRA) if through == "route" else (get_asgi_application(), "/extra-async/mcp")
+    )
+    done = mcp_call(application, "tools/call", {"name": "body", "arguments": {}}, path_=path_)
+    body, again, method = json.loads(text_of(done))
+    assert json.loads(body)["params"]["name"] == "body"
+    assert again == body
+    assert method == "POST"
 
 
 def test_the_django_view_makes_one_hop_of_its_own_too(monkeypatch: pytest.MonkeyPatch) -> None:
