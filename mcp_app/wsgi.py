@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, cast
 
 from django.core.exceptions import BadRequest
-from django.core.handlers.wsgi import WSGIRequest, get_path_info, get_script_name
+from django.core.handlers.wsgi import WSGIRequest, get_path_info
 from django.http import HttpRequest
 from django.http.response import HttpResponseBase
 from django.urls import ResolverMatch, set_script_prefix
@@ -72,14 +72,15 @@ class Route:
 def _serve(
     server: Server, match: ResolverMatch, environ: Environ, start_response: StartResponse
 ) -> Iterable[bytes]:
-    # As Django's handler does, so reverse() in a handler honours the script name; set on
-    # every request, since the thread may have served another site's prefix before.
-    set_script_prefix(get_script_name(environ))
     try:
         request = WSGIRequest(environ)
     except (ValueError, BadRequest) as exc:  # Django 6 raises BadRequest for a Content-Type
         log_status(400, None, get_path_info(environ))
         return _send_reply(unreadable(exc), start_response)
+    # As Django's handler does, so reverse() in a handler honours the script name (which
+    # the request worked out); set on every request, since the thread may have served
+    # another site's prefix before.
+    set_script_prefix(request.META["SCRIPT_NAME"])
     request.resolver_match = match
     answer = _answer(server, request)
     if isinstance(answer, HttpResponseBase):
