@@ -47,6 +47,8 @@ from .transport import sse
 from .transport.bare import BareHooks, endpoint, log_status, reply_parts, unreadable
 from .transport.http import Reply
 from .transport.views import (
+    HEADER_NAME_MAX,
+    HEADER_NAMES_LIMIT,
     Answer,
     ClientGone,
     InvalidLength,
@@ -235,9 +237,10 @@ class _BareHooks(BareHooks):
     starts from asgiref's defaults.
 
     What the request's context holds of asgiref ``Local`` data (a language, a time zone, a
-    script prefix a request before it on the connection left there) is not moved to the
-    request's pool thread, which then sees the site's defaults without undoing anything.
-    With an asgiref older than 3.12, which shows that data in every thread, it is undone.
+    script prefix or URLconf a request before it on the connection left there) is left out
+    of the copy the request's pool thread runs in, which then starts from the site's
+    defaults, for its handlers' ``async_to_sync`` code too. With an asgiref older than 3.12,
+    which has no such data of its own, the language and time zone are undone instead.
     """
 
     locals_too = False
@@ -273,15 +276,14 @@ class _BareHooks(BareHooks):
 #: Header names by the bytes a client sent ("": dropped), for the names met so far: most
 #: requests send the same few.
 _HEADER_NAMES: dict[bytes, str] = {}
-#: Most names remembered: header names are the client's to choose.
-HEADER_NAMES_LIMIT = 1024
 
 
 def _header_name(raw_name: bytes) -> str:
     name = raw_name.decode("latin1").lower()
     if "_" in name:
         name = ""
-    if len(_HEADER_NAMES) < HEADER_NAMES_LIMIT:
+    # Bounded as the views' names by META key are: the client chooses them.
+    if len(_HEADER_NAMES) < HEADER_NAMES_LIMIT and len(raw_name) <= HEADER_NAME_MAX:
         _HEADER_NAMES[raw_name] = name
     return name
 

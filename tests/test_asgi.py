@@ -20,12 +20,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
 import pytest
-from asgiref.sync import SyncToAsync, sync_to_async
+from asgiref.sync import SyncToAsync, async_to_sync, sync_to_async
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_not_required
@@ -36,7 +37,7 @@ from django.core.signals import got_request_exception
 from django.core.wsgi import get_wsgi_application
 from django.db import connection
 from django.test import Client, override_settings
-from django.urls import get_script_prefix, path
+from django.urls import get_script_prefix, get_urlconf, path, set_script_prefix, set_urlconf
 from django.utils import timezone, translation
 from rest_framework.authtoken.models import Token
 from rest_framework.exceptions import APIException
@@ -191,6 +192,30 @@ def body_tool(arguments: JSON, context: RequestContext) -> str:
 def locale(arguments: JSON, context: RequestContext) -> str:
     language = translation.get_language()
     return f"{threading.get_ident()} {language} {timezone.get_current_timezone_name()}"
+
+
+def where() -> str:
+    """The language, time zone, script prefix and URLconf the code running now sees."""
+    language, zone = translation.get_language(), timezone.get_current_timezone_name()
+    return f"{language} {zone} {get_script_prefix()} {get_urlconf()}"
+
+
+@extra.tool(name="where-async")
+async def where_async(arguments: JSON, context: RequestContext) -> str:
+    return where()
+
+
+@extra.tool(name="where-everywhere")
+def where_everywhere(arguments: JSON, context: RequestContext) -> str:
+    # Before, inside and after async_to_sync (which moves the context's Local data to the
+    # thread it runs on), and in a task handed to the pool as task rounds are.
+    async def inside() -> str:
+        return where()
+
+    seen = [where(), async_to_sync(inside)(), where()]
+    nested: Future[str] = Future()
+    workers.run(lambda: nested.set_result(where()))
+    return json.dumps([*seen, nested.result(5)])
 
 
 @extra.tool(name="reports-then-waits")
@@ -463,13 +488,15 @@ def test_a_language_or_time_zone_a_request_activated_is_not_the_next_ones(
 
 
 def activating(application: Any) -> Any:
-    """``application``, behind a layer that activates a language and a time zone in the
-    request's own context, as the site's middleware does under Django's handler (and as a
-    request pipelined behind such a one inherits them)."""
+    """``application``, behind a layer that activates a language, a time zone, a script
+    prefix and a URLconf in the request's own context, as the site's middleware does under
+    Django's handler (and as a request pipelined behind such a one inherits them)."""
 
     async def app(scope: JSON, receive: Any, send: Any) -> None:
         await sync_to_async(translation.activate)("fr")
         await sync_to_async(timezone.activate)("Asia/Tokyo")
+        await sync_to_async(set_script_prefix)("/elsewhere/")
+        await sync_to_async(set_urlconf)("project.urls")
         await application(scope, receive, send)
 
     return app
@@ -483,9 +510,14 @@ def text_of(done: Exchange) -> str:
 def test_the_route_runs_handlers_in_the_sites_defaults_whatever_the_context_holds(
     app: Route, settings: Any
 ) -> None:
-    expected = f"{translation.to_language(settings.LANGUAGE_CODE)} {settings.TIME_ZONE}"
+    language = translation.to_language(settings.LANGUAGE_CODE)
+    expected = f"{language} {settings.TIME_ZONE} / None"
     done = mcp_call(activating(app), "tools/call", {"name": "locale", "arguments": {}}, path_=EXTRA)
-    assert text_of(done).split(" ", 1)[1] == expected
+    assert text_of(done).split(" ", 1)[1] == f"{language} {settings.TIME_ZONE}"
+    done = mcp_call(activating(app), "tools/call", {"name": "where-async"}, path_=EXTRA)
+    assert text_of(done) == expected
+    done = mcp_call(activating(app), "tools/call", {"name": "where-everywhere"}, path_=EXTRA)
+    assert json.loads(text_of(done)) == [expected] * 4
 
 
 def test_the_async_view_runs_handlers_in_the_language_and_time_zone_of_the_request() -> None:
@@ -1356,3 +1388,13 @@ def test_header_names_the_route_remembers_are_bounded(monkeypatch: pytest.Monkey
     assert mcp_app.asgi._HOOKS.headers(request) == expected
     assert mcp_app.asgi._HOOKS.headers(request) == expected
     assert len(mcp_app.asgi._HEADER_NAMES) == 3
+
+
+def test_long_header_names_the_route_meets_are_not_remembered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(mcp_app.asgi, "_HEADER_NAMES", {})
+    long = b"x" * (mcp_app.asgi.HEADER_NAME_MAX + 1)
+    request = scope_request([(b"short", b"1"), (long, b"2")])
+    assert mcp_app.asgi._HOOKS.headers(request) == {"short": "1", long.decode(): "2"}
+    assert list(mcp_app.asgi._HEADER_NAMES) == [b"short"]

@@ -45,10 +45,18 @@ def test_header_names_remembered_are_bounded(monkeypatch: pytest.MonkeyPatch) ->
     assert len(views._HEADER_NAMES) == 3
 
 
+def test_long_header_names_are_not_remembered(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(views, "_HEADER_NAMES", {})
+    long = "X" * views.HEADER_NAME_MAX
+    meta = {"HTTP_SHORT": "1", f"HTTP_{long}": "2"}
+    assert meta_headers(meta) == {"short": "1", long.lower(): "2"}
+    assert list(views._HEADER_NAMES) == ["HTTP_SHORT"]
+
+
 @pytest.fixture
 def host_checks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The hosts Django's ``get_host()`` checks from now on, with none remembered before."""
-    views._ALLOWED_HOSTS.forget()
+    monkeypatch.setattr(views, "_allowed_hosts", ((), set()))
     checked: list[str] = []
     get_host = HttpRequest.get_host
 
@@ -96,6 +104,51 @@ def test_a_host_remembered_is_checked_again_once_the_settings_change(
         views.request_host(host_request("localhost"))
 
 
+def test_a_host_remembered_is_checked_again_once_allowed_hosts_changes_in_place(
+    settings: Any, host_checks: list[str]
+) -> None:
+    # As Django's test runner changes it: without a setting_changed signal.
+    settings.ALLOWED_HOSTS = ["api.example.com", "old.example.com"]
+    assert views.request_host(host_request("old.example.com")) == "old.example.com"
+    settings.ALLOWED_HOSTS.remove("old.example.com")
+    with pytest.raises(DisallowedHost):
+        views.request_host(host_request("old.example.com"))
+
+
+class Hosts:
+    """An ``ALLOWED_HOSTS`` that is no list: its entries may change at any time."""
+
+    def __init__(self, *hosts: str) -> None:
+        self.hosts = list(hosts)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.hosts)
+
+
+def test_hosts_allowed_by_an_object_of_the_sites_are_checked_every_time(
+    settings: Any, host_checks: list[str]
+) -> None:
+    settings.ALLOWED_HOSTS = Hosts("api.example.com")
+    for _ in range(2):
+        assert views.request_host(host_request("api.example.com")) == "api.example.com"
+    assert len(host_checks) == 2
+
+
+class OwnHostRequest(HttpRequest):
+    def get_host(self) -> str:
+        return "own.example.com"
+
+
+def test_a_request_class_with_its_own_get_host_is_asked_every_time(
+    settings: Any, host_checks: list[str]
+) -> None:
+    settings.ALLOWED_HOSTS = ["api.example.com"]
+    assert views.request_host(host_request("api.example.com")) == "api.example.com"
+    request = host_request("api.example.com")
+    request.__class__ = OwnHostRequest
+    assert views.request_host(request) == "own.example.com"
+
+
 def test_a_forwarded_host_is_always_checked(settings: Any, host_checks: list[str]) -> None:
     settings.ALLOWED_HOSTS = ["api.example.com"]
     settings.USE_X_FORWARDED_HOST = True
@@ -113,9 +166,13 @@ def test_hosts_remembered_are_bounded(
     monkeypatch.setattr(views, "ALLOWED_HOSTS_LIMIT", 2)
     for n in range(4):
         views.request_host(host_request(f"h{n}.example.com"))
-    assert len(views._ALLOWED_HOSTS.get()) == 2
+    assert len(views._allowed_hosts[1]) == 2
     views.request_host(host_request("h3.example.com"))
     assert len(host_checks) == 5
+    long = f"{'a' * views.HOST_MAX}.example.com"
+    for _ in range(2):
+        assert views.request_host(host_request(long)) == long
+    assert len(host_checks) == 7
 
 
 @pytest.mark.parametrize(

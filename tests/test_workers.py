@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from asgiref.local import Local
+from asgiref.sync import async_to_sync
 from django.test import override_settings
 
 from mcp_app.transport import workers as module
@@ -73,14 +74,18 @@ def test_a_task_run_without_locals_sees_their_defaults_and_the_rest_of_the_conte
     pool = Workers()
     local = Local()
     local.value = "caller"
+
+    def seen() -> tuple[str, str, str]:
+        async def inside() -> str:
+            return str(getattr(local, "value", "default"))
+
+        # async_to_sync moves whatever Local data the context holds to the thread it runs on.
+        return getattr(local, "value", "default"), async_to_sync(inside)(), NAME.get()
+
     token = NAME.set("caller")
     try:
-        seen = submit(pool, lambda: (getattr(local, "value", "default"), NAME.get()))
-        assert seen.result(5) == ("caller", "caller")
-        plain = submit(
-            pool, lambda: (getattr(local, "value", "default"), NAME.get()), locals_too=False
-        )
-        assert plain.result(5) == ("default", "caller")
+        assert submit(pool, seen).result(5) == ("caller", "caller", "caller")
+        assert submit(pool, seen, locals_too=False).result(5) == ("default", "default", "caller")
     finally:
         NAME.reset(token)
 

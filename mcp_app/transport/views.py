@@ -32,7 +32,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from .. import shutdown
 from ..auth import site_user
-from ..conf import Derived, conf
+from ..conf import conf
 from ..delivery import backend
 from ..protocol import jsonrpc
 from . import sse
@@ -151,10 +151,12 @@ def too_large() -> Reply:
     return Reply(413, jsonrpc.error_response(None, error))
 
 
-#: ``Host`` headers ``get_host()`` found allowed, while the settings it reads stay as they are.
-_ALLOWED_HOSTS: Derived[set[str]] = Derived(set, ("ALLOWED_HOSTS", "DEBUG", "USE_X_FORWARDED_HOST"))
-#: Most hosts remembered: a wildcard in ALLOWED_HOSTS lets clients choose them.
+#: ``Host`` headers ``get_host()`` found allowed, and what it found them allowed by: the
+#: ``ALLOWED_HOSTS`` entries and ``DEBUG``.
+_allowed_hosts: tuple[tuple[Any, ...], set[str]] = ((), set())
+#: Most hosts remembered, and the longest: a wildcard in ALLOWED_HOSTS lets clients choose.
 ALLOWED_HOSTS_LIMIT = 1024
+HOST_MAX = 300
 
 
 def request_host(request: HttpRequest) -> str:
@@ -162,21 +164,35 @@ def request_host(request: HttpRequest) -> str:
 
     Checking a host against ``ALLOWED_HOSTS`` costs several times more than looking it up.
     Only a request without ``X-Forwarded-Host`` is looked up: its host is its ``Host``
-    header, whatever ``USE_X_FORWARDED_HOST`` says. A host refused is refused by Django.
+    header, whatever ``USE_X_FORWARDED_HOST`` says. Hosts are remembered only while
+    ``ALLOWED_HOSTS`` (a list or tuple) holds the same entries and ``DEBUG`` is the same,
+    and not for a request class with a ``get_host()`` of its own. A host refused is
+    refused by Django.
 
     Raises:
         DisallowedHost: the host is not allowed.
     """
+    global _allowed_hosts
     meta = request.META
     raw = meta.get("HTTP_HOST")
-    if raw is None or "HTTP_X_FORWARDED_HOST" in meta:
+    hosts = settings.ALLOWED_HOSTS
+    if (
+        raw is None
+        or "HTTP_X_FORWARDED_HOST" in meta
+        or len(raw) > HOST_MAX
+        or type(hosts) not in (list, tuple)
+        or type(request).get_host is not HttpRequest.get_host
+    ):
         return request.get_host()
-    allowed = _ALLOWED_HOSTS.get()
-    if raw in allowed:
+    key = (*hosts, settings.DEBUG)
+    known = _allowed_hosts
+    if known[0] != key:
+        known = _allowed_hosts = (key, set())
+    if raw in known[1]:
         return raw  # type: ignore[no-any-return]
     host = request.get_host()
-    if len(allowed) < ALLOWED_HOSTS_LIMIT:
-        allowed.add(raw)
+    if len(known[1]) < ALLOWED_HOSTS_LIMIT:
+        known[1].add(raw)
     return host
 
 
@@ -221,8 +237,10 @@ _UNPREFIXED = {"CONTENT_TYPE": "content-type", "CONTENT_LENGTH": "content-length
 #: Header names by META key (``None``: not a header), for the keys met so far: a WSGI
 #: server's environ holds some 40 keys, nearly the same on every request.
 _HEADER_NAMES: dict[str, str | None] = {}
-#: Most keys remembered: header names are the client's to choose.
+#: Most keys remembered, and the longest: header names are the client's to choose, and a
+#: server may pass on names of any length.
 HEADER_NAMES_LIMIT = 1024
+HEADER_NAME_MAX = 100
 
 
 def _header_name(key: str) -> str | None:
@@ -230,7 +248,7 @@ def _header_name(key: str) -> str | None:
         name: str | None = key[5:].replace("_", "-").lower()
     else:
         name = _UNPREFIXED.get(key)
-    if len(_HEADER_NAMES) < HEADER_NAMES_LIMIT:
+    if len(_HEADER_NAMES) < HEADER_NAMES_LIMIT and len(key) <= HEADER_NAME_MAX:
         _HEADER_NAMES[key] = name
     return name
 

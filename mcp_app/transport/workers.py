@@ -28,8 +28,8 @@ with contextlib.suppress(ImportError):
 
     _LOCAL_DATA = _Storage
 
-#: Whether a thread sees only the ``Local`` data moved to it (asgiref 3.12 and later): a task
-#: run without moving it sees every ``Local`` at its default.
+#: Whether a task run without the caller's ``Local`` data can be given none at all (asgiref
+#: 3.12 and later): it then sees every ``Local`` at its default.
 LOCALS_STAY_BEHIND = _LOCAL_DATA is not None
 
 __all__ = ["Workers", "workers"]
@@ -71,6 +71,21 @@ def _moved(context: contextvars.Context, fn: Callable[[], None]) -> None:
         for var, value in list(context.items()):
             if isinstance(value, _LOCAL_DATA):
                 var.set(_rehome(value))
+    fn()
+
+
+def _emptied(context: contextvars.Context, fn: Callable[[], None]) -> None:
+    """``fn()``, run in ``context`` (entered) with no ``Local`` data at all.
+
+    Merely not moving the caller's data would hide it only until something moves it on
+    purpose: asgiref's ``async_to_sync`` moves whatever the context holds, and so does a
+    task this one hands to the pool.
+    """
+    if _LOCAL_DATA is not None:
+        thread = threading.get_ident()
+        for var, value in list(context.items()):
+            if isinstance(value, _LOCAL_DATA):
+                var.set(_LOCAL_DATA(thread, {}))
     fn()
 
 
@@ -117,18 +132,16 @@ class Workers:
 
         The copy carries asgiref ``Local`` data as ``sync_to_async`` carries it: the language,
         time zone, script prefix and URLconf that Django's handler and the site's middleware
-        set for the request are the handler's too. With ``locals_too`` false they are not
-        moved: under ``LOCALS_STAY_BEHIND`` the task sees the defaults.
+        set for the request are the handler's too. With ``locals_too`` false the task's
+        copy holds none of them: under ``LOCALS_STAY_BEHIND`` it sees the defaults.
         """
         context = contextvars.copy_context()
+        carry = _moved if locals_too else _emptied
 
         def task() -> None:
-            context.run(_moved, context, fn)
+            context.run(carry, context, fn)
 
-        def plain_task() -> None:
-            context.run(fn)
-
-        self._start(task if locals_too else plain_task)
+        self._start(task)
 
     def _start(self, task: Callable[[], None]) -> None:
         with self._lock:
