@@ -24,7 +24,7 @@ from ..conf import conf
 #: shows a context's ``Local`` data in any thread: nothing to move (``None``).
 _LOCAL_DATA: Any = None
 with contextlib.suppress(ImportError):
-    from asgiref.local import _rehome, _Storage
+    from asgiref.local import _Storage
 
     _LOCAL_DATA = _Storage
 
@@ -65,27 +65,19 @@ def batch_scheduling() -> bool:
     return True
 
 
-def _moved(context: contextvars.Context, fn: Callable[[], None]) -> None:
-    """``fn()``, run in ``context`` (entered) once its ``Local`` data is this thread's."""
-    if _LOCAL_DATA is not None:
-        for var, value in list(context.items()):
-            if isinstance(value, _LOCAL_DATA):
-                var.set(_rehome(value))
-    fn()
+def _moved(context: contextvars.Context, fn: Callable[[], None], data_too: bool) -> None:
+    """``fn()``, run in ``context`` (entered) once its ``Local`` data is this thread's, as
+    asgiref moves it; without ``data_too``, once it holds none.
 
-
-def _emptied(context: contextvars.Context, fn: Callable[[], None]) -> None:
-    """``fn()``, run in ``context`` (entered) with no ``Local`` data at all.
-
-    Merely not moving the caller's data would hide it only until something moves it on
-    purpose: asgiref's ``async_to_sync`` moves whatever the context holds, and so does a
-    task this one hands to the pool.
+    Merely not moving the data would hide it only until something moves it on purpose:
+    asgiref's ``async_to_sync`` moves whatever the context holds, and so does a task this
+    one hands to the pool.
     """
     if _LOCAL_DATA is not None:
         thread = threading.get_ident()
         for var, value in list(context.items()):
             if isinstance(value, _LOCAL_DATA):
-                var.set(_LOCAL_DATA(thread, {}))
+                var.set(_LOCAL_DATA(thread, value.data if data_too else {}))
     fn()
 
 
@@ -136,10 +128,9 @@ class Workers:
         copy holds none of them: under ``LOCALS_STAY_BEHIND`` it sees the defaults.
         """
         context = contextvars.copy_context()
-        carry = _moved if locals_too else _emptied
 
         def task() -> None:
-            context.run(carry, context, fn)
+            context.run(_moved, context, fn, locals_too)
 
         self._start(task)
 
