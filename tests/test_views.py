@@ -169,10 +169,15 @@ def test_hosts_remembered_are_bounded(
     assert len(views._allowed_hosts[1]) == 2
     views.request_host(host_request("h3.example.com"))
     assert len(host_checks) == 5
+
+
+def test_long_hosts_are_not_remembered(settings: Any, host_checks: list[str]) -> None:
+    settings.ALLOWED_HOSTS = [".example.com"]
     long = f"{'a' * views.HOST_MAX}.example.com"
     for _ in range(2):
         assert views.request_host(host_request(long)) == long
-    assert len(host_checks) == 7
+    assert host_checks == [long, long]
+    assert views._allowed_hosts[1] == set()
 
 
 @pytest.mark.parametrize(
