@@ -709,7 +709,6 @@ class Mrtr:
     ratio: float
     plain_us: float
     retry_us: float
-    output: str
 
 
 @dataclass
@@ -796,7 +795,7 @@ def run_mrtr(iterations: int) -> Mrtr | None:
     if not (ratio and plain and retry):
         not_run("bench.mrtr", 0, out)
         return None
-    return Mrtr(float(ratio.group(1)), float(plain.group(1)), float(retry.group(1)), out)
+    return Mrtr(float(ratio.group(1)), float(plain.group(1)), float(retry.group(1)))
 
 
 def run_catalog() -> CatalogPages | None:

@@ -47,8 +47,6 @@ from .transport import sse
 from .transport.bare import BareHooks, endpoint, log_status, reply_parts, unreadable
 from .transport.http import Reply
 from .transport.views import (
-    HEADER_NAME_MAX,
-    HEADER_NAMES_LIMIT,
     Answer,
     ClientGone,
     InvalidLength,
@@ -56,6 +54,7 @@ from .transport.views import (
     declared_length,
     failure,
     invalid_length,
+    remember_name,
     respond,
     too_large,
 )
@@ -282,9 +281,7 @@ def _header_name(raw_name: bytes) -> str:
     name = raw_name.decode("latin1").lower()
     if "_" in name:
         name = ""
-    # Bounded as the views' names by META key are: the client chooses them.
-    if len(_HEADER_NAMES) < HEADER_NAMES_LIMIT and len(raw_name) <= HEADER_NAME_MAX:
-        _HEADER_NAMES[raw_name] = name
+    remember_name(_HEADER_NAMES, raw_name, name)
     return name
 
 

@@ -50,6 +50,7 @@ from mcp_app.conf import conf
 from mcp_app.delivery import backend
 from mcp_app.protocol.context import RequestContext
 from mcp_app.server import SERVER_ATTRIBUTE
+from mcp_app.transport import views
 from mcp_app.transport.http import Call
 from mcp_app.transport.views import async_view, sync_view
 from mcp_app.transport.workers import workers
@@ -1382,7 +1383,7 @@ def test_the_route_reads_headers_as_django_does(monkeypatch: pytest.MonkeyPatch)
 
 def test_header_names_the_route_remembers_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(mcp_app.asgi, "_HEADER_NAMES", {})
-    monkeypatch.setattr(mcp_app.asgi, "HEADER_NAMES_LIMIT", 3)
+    monkeypatch.setattr(views, "HEADER_NAMES_LIMIT", 3)
     request = scope_request([(f"X-{n}".encode(), str(n).encode()) for n in range(10)])
     expected = {f"x-{n}": str(n) for n in range(10)}
     assert mcp_app.asgi._HOOKS.headers(request) == expected
@@ -1394,7 +1395,7 @@ def test_long_header_names_the_route_meets_are_not_remembered(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(mcp_app.asgi, "_HEADER_NAMES", {})
-    long = b"x" * (mcp_app.asgi.HEADER_NAME_MAX + 1)
+    long = b"x" * (views.HEADER_NAME_MAX + 1)
     request = scope_request([(b"short", b"1"), (long, b"2")])
     assert mcp_app.asgi._HOOKS.headers(request) == {"short": "1", long.decode(): "2"}
     assert list(mcp_app.asgi._HEADER_NAMES) == [b"short"]

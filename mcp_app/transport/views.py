@@ -248,9 +248,14 @@ def _header_name(key: str) -> str | None:
         name: str | None = key[5:].replace("_", "-").lower()
     else:
         name = _UNPREFIXED.get(key)
-    if len(_HEADER_NAMES) < HEADER_NAMES_LIMIT and len(key) <= HEADER_NAME_MAX:
-        _HEADER_NAMES[key] = name
+    remember_name(_HEADER_NAMES, key, name)
     return name
+
+
+def remember_name(names: dict[Any, Any], key: str | bytes, name: str | None) -> None:
+    """Keep ``name`` for ``key`` in a cache of header names, within the bounds above."""
+    if len(names) < HEADER_NAMES_LIMIT and len(key) <= HEADER_NAME_MAX:
+        names[key] = name
 
 
 def meta_headers(meta: dict[str, Any]) -> dict[str, str]:
