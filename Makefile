@@ -9,7 +9,7 @@ CONFORMANCE = $(TOOLS)/conformance/node_modules/@modelcontextprotocol/conformanc
 CONFORMANCE_VERSION = 0.2.0-alpha.12
 PYTEST_ARGS ?=
 
-.PHONY: install run test unit lint typecheck conformance-tools services test-django6 bench clean
+.PHONY: install run test unit lint typecheck conformance-tools services test-django6 bench bench-instructions clean
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -88,6 +88,13 @@ BENCH_ARGS ?=
 bench: install
 	command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)
 	$(BIN)/python -m bench.run $(BENCH_ARGS)
+
+# The same calls in-process, counted in instructions by valgrind (installed if missing): a
+# measure the machine's speed does not move. About ten minutes; not part of `make test`.
+INSTRUCTIONS_ARGS ?=
+bench-instructions: install
+	command -v valgrind >/dev/null || (apt-get update -qq && apt-get install -y -qq valgrind)
+	$(BIN)/python -m bench.instructions $(INSTRUCTIONS_ARGS)
 
 clean:
 	rm -rf $(VENV) .venv312 $(TOOLS) results .coverage
