@@ -90,6 +90,39 @@ def test_a_task_run_without_locals_sees_their_defaults_and_the_rest_of_the_conte
         NAME.reset(token)
 
 
+@pytest.mark.skipif(not module.LOCALS_STAY_BEHIND, reason="asgiref shows Local data everywhere")
+def test_holds_data_says_no_only_when_a_local_surely_holds_nothing_in_this_thread() -> None:
+    local = Local()
+    assert not module.holds_data(local)
+    local.value = "set"
+    assert module.holds_data(local)
+    del local.value
+    assert not module.holds_data(local)
+    # A context copied into another thread carries the data without making it that thread's.
+    local.value = "here"
+    context = contextvars.copy_context()
+    seen: list[tuple[bool, bool]] = []
+
+    def elsewhere() -> None:
+        seen.append((module.holds_data(local), hasattr(local, "value")))
+
+    thread = threading.Thread(target=context.run, args=(elsewhere,))
+    thread.start()
+    thread.join(5)
+    assert seen == [(False, False)]
+    # What it cannot look into may hold anything.
+    assert module.holds_data(Local(thread_critical=True))
+    assert module.holds_data(None)
+    assert module.holds_data(object())
+
+
+def test_holds_data_says_yes_without_asgirefs_thread_tagged_storage(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(module, "_LOCAL_DATA", None)
+    assert module.holds_data(Local())
+
+
 @pytest.mark.parametrize("error", [RuntimeError, SystemExit])
 def test_a_task_that_raises_leaves_its_thread_serving(
     error: type[BaseException], caplog: pytest.LogCaptureFixture

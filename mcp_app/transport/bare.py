@@ -21,12 +21,14 @@ from django.urls import Resolver404, ResolverMatch, URLResolver, get_resolver
 from django.utils import timezone, translation
 from django.utils.log import log_response
 from django.utils.module_loading import import_string
+from django.utils.translation import trans_real
 
 from ..conf import Derived
 from ..protocol import jsonrpc
 from ..server import SERVER_ATTRIBUTE
 from .http import Reply
 from .views import Hooks, reply_content, request_host
+from .workers import holds_data
 
 if TYPE_CHECKING:
     from ..server import Server
@@ -73,9 +75,12 @@ class BareHooks(Hooks):
         """The site's default language and time zone for the endpoint, whose middleware
         does not run."""
         # The thread may have served a request whose middleware (LocaleMiddleware, a time
-        # zone middleware) activated a language or time zone.
-        translation.deactivate()
-        timezone.deactivate()
+        # zone middleware) activated a language or time zone. Undoing none costs as much as
+        # undoing one: only a Local that may hold one is asked.
+        if holds_data(_ACTIVE_LANGUAGE):
+            translation.deactivate()
+        if holds_data(_ACTIVE_TIME_ZONE):
+            timezone.deactivate()
 
     def refusal(self, request: HttpRequest) -> HttpResponseBase | None:
         # LoginRequiredMiddleware turns an anonymous caller away, as under Django's handler,
@@ -106,6 +111,10 @@ class BareHooks(Hooks):
 
 
 HOOKS = BareHooks()
+#: Where Django keeps the thread's active language and time zone (``None``, if it ever
+#: did not: then both are always undone).
+_ACTIVE_LANGUAGE = getattr(trans_real, "_active", None)
+_ACTIVE_TIME_ZONE = getattr(timezone, "_active", None)
 
 
 def unreadable(exc: Exception) -> Reply:

@@ -32,7 +32,7 @@ with contextlib.suppress(ImportError):
 #: 3.12 and later): it then sees every ``Local`` at its default.
 LOCALS_STAY_BEHIND = _LOCAL_DATA is not None
 
-__all__ = ["Workers", "workers"]
+__all__ = ["Workers", "holds_data", "workers"]
 
 
 logger = logging.getLogger("mcp_app")
@@ -79,6 +79,25 @@ def _moved(context: contextvars.Context, fn: Callable[[], None], data_too: bool)
             if isinstance(value, _LOCAL_DATA):
                 var.set(_LOCAL_DATA(thread, value.data if data_too else {}))
     fn()
+
+
+def holds_data(local: Any) -> bool:
+    """Whether asgiref ``Local`` ``local`` may hold data in this thread: ``False`` only when it
+    surely holds none (``True`` for anything this cannot look into).
+
+    Asking the ``Local`` for a missing attribute raises and formats an ``AttributeError``
+    inside it, which costs ten times as much as looking at its data.
+    """
+    var = getattr(getattr(local, "_storage", None), "_data", None)
+    if _LOCAL_DATA is None or not isinstance(var, contextvars.ContextVar):
+        return True
+    storage = var.get(None)
+    if storage is None:
+        return False
+    if not isinstance(storage, _LOCAL_DATA):
+        return True
+    # Another thread's data is not this thread's (asgiref shows it nowhere else).
+    return storage.thread_id == threading.get_ident() and bool(storage.data)
 
 
 class _Thread:
