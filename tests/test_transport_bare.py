@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 import types
 from typing import Any
 
 import pytest
+from asgiref.local import Local
 from django.test import RequestFactory, override_settings
 from django.urls import clear_url_caches, path
+from django.utils import timezone, translation
+from django.utils.translation import trans_real
 
 import mcp_app
 from mcp_app.transport.bare import HOOKS, endpoint, log_status
@@ -69,3 +73,25 @@ def test_an_endpoint_added_to_the_urlconf_is_found_once_url_caches_are_cleared()
     finally:
         del sys.modules[module.__name__]
         clear_url_caches()
+
+
+@pytest.mark.parametrize("replaced", [False, True])
+def test_a_language_and_time_zone_left_on_the_thread_are_undone(
+    replaced: bool, monkeypatch: pytest.MonkeyPatch, settings: Any
+) -> None:
+    if replaced:
+        # As Django does when LANGUAGE_CODE, LANGUAGES or LOCALE_PATHS change.
+        monkeypatch.setattr(trans_real, "_active", Local())
+    seen: list[tuple[str | None, str]] = []
+
+    def serve() -> None:
+        # A fresh thread: nothing is left on it but what this request's site activated.
+        translation.activate("fr")
+        timezone.activate("Asia/Tokyo")
+        HOOKS.site_defaults()
+        seen.append((translation.get_language(), timezone.get_current_timezone_name()))
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    thread.join(5)
+    assert seen == [(translation.to_language(settings.LANGUAGE_CODE), settings.TIME_ZONE)]

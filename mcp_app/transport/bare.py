@@ -77,9 +77,11 @@ class BareHooks(Hooks):
         # The thread may have served a request whose middleware (LocaleMiddleware, a time
         # zone middleware) activated a language or time zone. Undoing none costs as much as
         # undoing one: only a Local that may hold one is asked.
-        if holds_data(_ACTIVE_LANGUAGE):
+        # Looked up each time: Django replaces the language's Local when the language
+        # settings change (and when runserver reloads translations).
+        if holds_data(getattr(trans_real, "_active", None)):
             translation.deactivate()
-        if holds_data(_ACTIVE_TIME_ZONE):
+        if holds_data(getattr(timezone, "_active", None)):
             timezone.deactivate()
 
     def refusal(self, request: HttpRequest) -> HttpResponseBase | None:
@@ -111,10 +113,6 @@ class BareHooks(Hooks):
 
 
 HOOKS = BareHooks()
-#: Where Django keeps the thread's active language and time zone (``None``, if it ever
-#: did not: then both are always undone).
-_ACTIVE_LANGUAGE = getattr(trans_real, "_active", None)
-_ACTIVE_TIME_ZONE = getattr(timezone, "_active", None)
 
 
 def unreadable(exc: Exception) -> Reply:
