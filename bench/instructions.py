@@ -227,6 +227,8 @@ def asgi_child(app: Any, calls: int, lifespan: bool) -> None:
         inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
 
         async def lifespan_send(message: dict[str, Any]) -> None:
+            if message["type"] == "lifespan.startup.failed":
+                raise SystemExit(f"the application did not start: {message.get('message')}")
             if message["type"] == "lifespan.startup.complete":
                 started.set()
 
@@ -234,7 +236,13 @@ def asgi_child(app: Any, calls: int, lifespan: bool) -> None:
         if lifespan:
             inbox.put_nowait({"type": "lifespan.startup"})
             task = asyncio.create_task(app({"type": "lifespan"}, inbox.get, lifespan_send))
-            await started.wait()
+            await asyncio.wait(
+                [task, asyncio.create_task(started.wait())],
+                timeout=120,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+            if not started.is_set():
+                raise SystemExit(f"the application did not start: {task}")
         flush = _audit_flush()
         for _ in range(WARMUP):
             await call()
@@ -255,12 +263,17 @@ def asgi_child(app: Any, calls: int, lifespan: bool) -> None:
 
 
 def _audit_flush() -> Any:
-    """mcp_app's ``audit.flush``, or nothing to do for the others."""
+    """Write every queued audit row, however long valgrind takes (nothing to do but for
+    mcp_app's cases)."""
     if not os.environ.get("BENCH_MCP_APP"):
         return lambda: None
     from mcp_app import audit
 
-    return audit.flush
+    def flush() -> None:
+        if not audit.flush(timeout=None) or audit.pending():
+            raise SystemExit(f"{audit.pending()} audit rows were left unwritten")
+
+    return flush
 
 
 # -- the parent: valgrind around each case --------------------------------------------------
@@ -272,6 +285,7 @@ def count(case: Case, calls: int, db: Path, bench_python: Path) -> int:
         **os.environ,
         "DJANGO_SETTINGS_MODULE": f"bench.servers.{case.settings}" if case.settings else "",
         "BENCH_DB": str(db),
+        "BENCH_CONN_MAX_AGE": "0",
         "BENCH_VIEW": "async" if case.asgi else "sync",
         "BENCH_APP": case.app,
         "BENCH_KIND": "asgi" if case.asgi else "wsgi",
