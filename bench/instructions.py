@@ -39,7 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench.run import ROOT, ensure_bench_venv, migrate
+
 WARMUP = 300
 #: Rows are written in full batches, as under load (see the module).
 DEFERRED_AUDIT = {"AUDIT_FLUSH_SECONDS": 3600}
@@ -131,12 +132,6 @@ def child(calls: int) -> None:
         import django
 
         django.setup()
-        from django.conf import settings
-
-        if "mcp_app" in settings.INSTALLED_APPS:  # the only cases with a database
-            from django.core.management import call_command
-
-            call_command("migrate", verbosity=0, interactive=False)
     module, _, attribute = os.environ["BENCH_APP"].partition(":")
     application = getattr(importlib.import_module(module), attribute)
     if os.environ["BENCH_KIND"] == "asgi":
@@ -322,8 +317,12 @@ def count(case: Case, calls: int, db: Path, bench_python: Path) -> int:
 
 def per_call(case: Case, calls: int, bench_python: Path) -> float:
     with tempfile.TemporaryDirectory(prefix="bench-instructions-") as tmp:
-        base = count(case, 0, Path(tmp) / "base.sqlite3", bench_python)
-        loaded = count(case, calls, Path(tmp) / "loaded.sqlite3", bench_python)
+        base_db, loaded_db = Path(tmp) / "base.sqlite3", Path(tmp) / "loaded.sqlite3"
+        if case.mcp_app is not None:  # the only cases with tables of their own
+            migrate(base_db)
+            migrate(loaded_db)
+        base = count(case, 0, base_db, bench_python)
+        loaded = count(case, calls, loaded_db, bench_python)
     return (loaded - base) / calls
 
 
@@ -349,8 +348,6 @@ def main() -> None:
         return
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is needed: apt-get install valgrind")
-    from bench.run import ensure_bench_venv
-
     bench_python = ensure_bench_venv(profile=False)
     results: dict[str, float] = {}
     for case in CASES:
