@@ -12,6 +12,8 @@ __all__ = ["InputRequired", "elicit", "elicit_url", "input_required", "roots", "
 
 JSON = dict[str, Any]
 
+#: The first revision whose ``sampling`` capability has sub-capabilities (``context``, ``tools``).
+SAMPLING_SUBCAPABILITIES = "2025-11-25"
 #: The methods an input request may use, and the client capability each needs.
 INPUT_METHODS = {
     "elicitation/create": "elicitation",
@@ -81,9 +83,18 @@ class InputRequired:
     requests: dict[str, JSON] = field(default_factory=dict)
     state: Any = None
 
-    def required_capabilities(self, declared: Mapping[str, Any]) -> JSON:
-        """The client capabilities these requests need that ``declared`` lacks."""
+    def required_capabilities(
+        self, declared: Mapping[str, Any], version: str | None = None
+    ) -> JSON:
+        """The client capabilities these requests need that ``declared`` lacks.
+
+        ``version``: an initialize-era session's revision. Before 2025-11-25, ``sampling``
+        had no sub-capabilities: ``includeContext`` needed only ``sampling`` itself, and
+        sampling with tools was not part of the protocol (it is reported as ``sampling.tools``
+        missing, which no client of that revision can declare).
+        """
         missing: JSON = {}
+        nested = version is None or version >= SAMPLING_SUBCAPABILITIES
         modes: set[str] = set()
         for request in self.requests.values():
             capability = INPUT_METHODS.get(str(request.get("method")))
@@ -95,12 +106,14 @@ class InputRequired:
                 needs: JSON = {}
                 if "tools" in params or "toolChoice" in params:
                     needs["tools"] = {}
-                if params.get("includeContext") not in (None, "none"):
+                if nested and params.get("includeContext") not in (None, "none"):
                     needs["context"] = {}
                 if not isinstance(have, dict):
                     missing.setdefault("sampling", {}).update(needs)
                 else:
-                    lacking: JSON = {k: {} for k in needs if not isinstance(have.get(k), dict)}
+                    lacking: JSON = {
+                        k: {} for k in needs if not (nested and isinstance(have.get(k), dict))
+                    }
                     if lacking:
                         missing.setdefault("sampling", {}).update(lacking)
             elif capability is not None and not isinstance(have, dict):

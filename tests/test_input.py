@@ -338,3 +338,24 @@ def test_declaring_the_reported_capabilities_satisfies_the_requests(
 def test_sampling_with_include_context_needs_sampling_context() -> None:
     request = sample("Hi", 10, include_context="thisServer")
     assert needs(request, {"sampling": {}}) == {"sampling": {"context": {}}}
+
+
+@pytest.mark.parametrize("version", ["2025-03-26", "2025-06-18"])
+def test_before_2025_11_25_include_context_needs_only_sampling(version: str) -> None:
+    outcome = input_required({"q": sample("Hi", 10, include_context="thisServer")})
+    assert outcome.required_capabilities({"sampling": {}}, version) == {}
+    assert outcome.required_capabilities({}, version) == {"sampling": {}}
+
+
+@pytest.mark.parametrize("version", ["2025-11-25", "2026-07-28", None])
+def test_from_2025_11_25_include_context_needs_sampling_context(version: str | None) -> None:
+    outcome = input_required({"q": sample("Hi", 10, include_context="allServers")})
+    assert outcome.required_capabilities({"sampling": {}}, version) == {"sampling": {"context": {}}}
+    assert outcome.required_capabilities({"sampling": {"context": {}}}, version) == {}
+
+
+def test_before_2025_11_25_sampling_with_tools_is_never_satisfied() -> None:
+    # The revision has no tool use in sampling: whatever the client declares, it lacks it.
+    outcome = input_required({"q": sample("Hi", 10, tools=[WEATHER_TOOL])})
+    assert outcome.required_capabilities({"sampling": {"tools": {}}}, "2025-06-18") == TOOLS
+    assert outcome.required_capabilities({"sampling": {"tools": {}}}, "2025-11-25") == {}

@@ -21,6 +21,7 @@ from mcp_app.protocol.jsonrpc import (
     ProtocolError,
     ResourceNotFound,
     UnsupportedProtocolVersion,
+    capability_names,
 )
 
 # ---------------------------------------------------------------- classify
@@ -199,9 +200,18 @@ def test_missing_client_capability_names_them_in_message_and_data() -> None:
     error = MissingClientCapability({"sampling": {}, "elicitation": {"url": {}}})
     assert error.code == -32021
     assert error.http_status == 400
-    assert error.message == "Missing required client capability: elicitation, sampling"
+    assert error.message == "Missing required client capability: elicitation.url, sampling"
     assert error.data == {"requiredCapabilities": {"sampling": {}, "elicitation": {"url": {}}}}
     assert error.required == {"sampling": {}, "elicitation": {"url": {}}}
+
+
+def test_capability_names_name_each_sub_capability() -> None:
+    assert capability_names({}) == ""
+    assert capability_names({"roots": {}}) == "roots"
+    assert (
+        capability_names({"sampling": {"tools": {}, "context": {}}, "elicitation": {}})
+        == "elicitation, sampling.context, sampling.tools"
+    )
 
 
 def test_missing_client_capability_with_custom_message_or_none() -> None:

@@ -203,6 +203,28 @@ def test_listen_acknowledges_and_streams_until_cancelled() -> None:
     )
 
 
+def test_a_cancel_naming_no_valid_request_id_cancels_nothing() -> None:
+    own = mcp_app.Server("stdio-cancel-other", rows=False)
+
+    @own.tool()
+    def hold(arguments: dict[str, Any], context: Any) -> str:
+        return "cancelled" if context.cancelled.wait(1.0) else "ran on"
+
+    call = request(1, "tools/call", {"name": "hold"})
+    cancels = [
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": other}}
+        for other in (True, 1.0, [1])
+    ]
+    lines = "".join(json.dumps(m) + "\n" for m in [call, *cancels])
+    out = Lines()
+    try:
+        StdioServer(own, io.StringIO(lines), out).serve()
+    finally:
+        mcp_app.server.servers.pop("stdio-cancel-other", None)
+    # True == 1 and 1.0 == 1 in Python, but neither is request 1's id.
+    assert by_id(out.messages())[1]["result"]["content"][0]["text"] == "ran on"
+
+
 @pytest.mark.parametrize("era", ["modern", "legacy"])
 def test_a_cancelled_request_gets_no_response(era: str) -> None:
     own = mcp_app.Server("stdio-cancel", rows=False)

@@ -30,7 +30,7 @@ from django.urls import resolve
 from django.utils import timezone
 
 import mcp_app
-from mcp_app import elicit_url, input_required
+from mcp_app import elicit_url, input_required, sample
 from mcp_app.delivery import backend
 from mcp_app.models import Session, StreamEvent, ToolCall
 from mcp_app.protocol.context import RequestContext
@@ -1105,6 +1105,45 @@ def test_sampling_request_goes_to_the_client_and_its_answer_to_the_tool(
     assert tool_text(reader.next_message()) == "LLM response: Paris"
 
 
+def _sample_with_context(arguments: JSON, context: RequestContext) -> Any:
+    if context.input_response("llm") is None:
+        return input_required({"llm": sample("Hi", 10, include_context="thisServer")})
+    return "sampled"
+
+
+@pytest.mark.parametrize("version", ["2025-03-26", "2025-06-18"])
+def test_sampling_with_context_needs_only_sampling_before_2025_11_25(
+    version: str, connect: Callable[..., LegacySession], temporary: Callable[..., None]
+) -> None:
+    temporary("tool", _sample_with_context, name="sample_with_context_for_tests")
+    session = connect(version, {"sampling": {}})
+    reader = session.call_streaming("sample_with_context_for_tests")
+    request = reader.next_message()
+    assert request["method"] == "sampling/createMessage"
+    assert request["params"]["includeContext"] == "thisServer"
+    answer = {"role": "assistant", "content": {"type": "text", "text": "Hey"}, "model": "m"}
+    session.answer(request["id"], answer)
+    assert tool_text(reader.next_message()) == "sampled"
+
+
+def test_sampling_with_context_on_2025_11_25_names_the_missing_sub_capability(
+    connect: Callable[..., LegacySession], temporary: Callable[..., None]
+) -> None:
+    temporary("tool", _sample_with_context, name="sample_with_context_for_tests")
+    session = connect("2025-11-25", {"sampling": {}})
+    response = session.request(
+        "tools/call", {"name": "sample_with_context_for_tests", "arguments": {}}
+    )
+    # Nothing is asked of the client: the call is answered at once, as a tool error.
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/json"
+    final = response.json()
+    assert final["result"]["isError"] is True
+    assert tool_text(final) == (
+        "The client does not support sampling.context, which this request needs"
+    )
+
+
 def test_roots_request_goes_to_the_client(connect: Callable[..., LegacySession]) -> None:
     session = connect(LATEST, {"roots": {}})
     reader = session.call_streaming("test_input_required_result_list_roots")
@@ -1258,6 +1297,19 @@ def call_held_until_cancelled(
     reader = session.call_streaming("hold_until_cancelled", request_id=request_id)
     assert running.wait(WAIT)
     return reader
+
+
+@pytest.mark.parametrize("other", [True, 1.0, [1], {"id": 1}, None])
+def test_a_cancel_naming_no_valid_request_id_cancels_nothing(
+    other: Any, session: LegacySession, temporary: Callable[..., None]
+) -> None:
+    reader = call_held_until_cancelled(session, temporary, 1)
+    assert session.notify("notifications/cancelled", {"requestId": other}).status_code == 202
+    # Request 1 runs on: only its own id cancels it.
+    with pytest.raises(AssertionError, match="no event within"):
+        reader.next_message(timeout=0.5)
+    assert session.notify("notifications/cancelled", {"requestId": 1}).status_code == 202
+    assert [event.message for event in reader.until_end() if event.message] == []
 
 
 def test_a_call_cancelled_before_it_sent_anything_is_answered_by_an_empty_stream(

@@ -118,12 +118,21 @@ class MissingClientCapability(ProtocolError):
     http_status = 400
 
     def __init__(self, required: JSONDict, message: str | None = None) -> None:
-        names = ", ".join(sorted(required)) or "none"
+        names = capability_names(required) or "none"
         super().__init__(
             message or f"Missing required client capability: {names}",
             {"requiredCapabilities": required},
         )
         self.required = required
+
+
+def capability_names(capabilities: JSONDict) -> str:
+    """``capabilities`` for a message: ``sampling.context, elicitation``."""
+    names = []
+    for name, value in sorted(capabilities.items()):
+        inner = sorted(value) if isinstance(value, dict) else []
+        names += [f"{name}.{sub}" for sub in inner] or [name]
+    return ", ".join(names)
 
 
 class UnsupportedProtocolVersion(ProtocolError):

@@ -498,7 +498,8 @@ class LegacyEndpoint:
         params = message.get("params") or {}
         if method == "notifications/initialized":
             sessions.store().update(session.id, initialized=True)
-        elif method == "notifications/cancelled" and "requestId" in params:
+        elif method == "notifications/cancelled" and jsonrpc.valid_id(params.get("requestId")):
+            # Only an id a request can have: ``True`` or ``1.0`` must not cancel request 1.
             cancels.add(session.id, params["requestId"])
             tell(self.server.channel(f"session:{session.id}"), {"cancel": params["requestId"]})
 
@@ -731,9 +732,9 @@ class LegacyEndpoint:
                 "Input cannot be asked for: this server answers one request at a time, so the "
                 "client's answer could not reach it"
             )
-        missing = outcome.required_capabilities(session.capabilities)
+        missing = outcome.required_capabilities(session.capabilities, session.protocol_version)
         if missing:
-            names = ", ".join(sorted(missing))
+            names = jsonrpc.capability_names(missing)
             return f"The client does not support {names}, which this request needs"
         pending: dict[str, tuple[str, str]] = {}
         for key, request in outcome.requests.items():

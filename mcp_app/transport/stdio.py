@@ -143,8 +143,9 @@ class StdioServer:
 
     def notification(self, message: JSON) -> None:
         params = message.get("params") or {}
-        if message["method"] == "notifications/cancelled":
-            request_id = params.get("requestId")
+        request_id = params.get("requestId")
+        # Only an id a request can have: ``True`` or ``1.0`` must not cancel request 1.
+        if message["method"] == "notifications/cancelled" and jsonrpc.valid_id(request_id):
             # Its id is free at once: the client waits for no answer to it.
             with self._calls_lock:
                 ctx = self._calls.get(request_id)
