@@ -191,6 +191,25 @@ def test_other_http_methods(client: Client, method: str) -> None:
     assert response["Allow"] == "GET, POST, DELETE"
 
 
+@pytest.mark.parametrize("method", ["get", "delete"])
+@pytest.mark.parametrize("version", ["2025-11-25", "2025-06-18", "2025-03-26"])
+def test_get_or_delete_of_an_initialize_era_client_without_its_session_is_400(
+    client: Client, method: str, version: str
+) -> None:
+    response = getattr(client, method)("/mcp", headers={"MCP-Protocol-Version": version})
+    assert response.status_code == 400
+    assert response.json()["error"] == {
+        "code": -32600,
+        "message": "Missing Mcp-Session-Id header",
+    }
+
+
+@pytest.mark.parametrize("method", ["get", "delete"])
+def test_get_or_delete_of_a_2026_07_28_client_is_405(client: Client, method: str) -> None:
+    response = getattr(client, method)("/mcp", headers={"MCP-Protocol-Version": "2026-07-28"})
+    assert response.status_code == 405
+
+
 @pytest.mark.parametrize(
     "method", ["initialize", "ping", "logging/setLevel", "resources/subscribe", "unknown/method"]
 )

@@ -240,7 +240,12 @@ class Endpoint:
                     headers=refusal.headers,
                 )
             incoming.user = user
-        if incoming.method in ("GET", "DELETE") and incoming.headers.get("mcp-session-id"):
+        if incoming.method in ("GET", "DELETE") and (
+            incoming.headers.get("mcp-session-id")
+            # An initialize-era client that lost its session id is told so (400), not that
+            # the method is not served.
+            or (incoming.headers.get("mcp-protocol-version") or "").strip() in versions.LEGACY
+        ):
             if incoming.method == "GET":
                 return self.legacy.get(incoming)
             return self.legacy.delete(incoming)
