@@ -21,6 +21,7 @@ from django.db.models import F, Prefetch, Q
 from .conf import conf
 from .exceptions import AlreadyRegistered, DefinitionError
 from .protocol.jsonrpc import InvalidParams
+from .protocol.jsonrpc import clip as jsonrpc_clip
 from .recent import Recent
 from .registry import KINDS, PromptArgument, PromptDef, ResourceDef, TemplateDef, ToolDef
 from .server import channel_name, servers
@@ -576,6 +577,29 @@ def render_template(source: str, values: Mapping[str, Any]) -> str:
     return compile_template(source).render(Context(dict(values), autoescape=False))
 
 
+def render_for_client(source: str, values: Mapping[str, Any], what: str) -> str:
+    """``render_template`` for a prompt or resource template row, whose variables a client sends.
+
+    A template that fails on them (``{{ when|timesince }}`` given a string, ``divisibleby``
+    given a word, nesting deeper than Python's stack) is answered as invalid params (-32602)
+    naming ``what``, and logged for the staff who wrote it: not as the server's failure.
+
+    Raises:
+        InvalidParams: the template could not be rendered with ``values``.
+    """
+    try:
+        return render_template(source, values)
+    except InvalidParams:
+        raise  # TemplateTooLarge: its message says what to ask for
+    except Exception as exc:
+        logger.warning("Could not render %s", what, exc_info=True)
+        detail = f"{type(exc).__name__}: {exc}" if conf.TOOL_ERROR_DETAILS else ""
+        message = f"Could not render {what} with these arguments"
+        raise InvalidParams(
+            f"{message} ({jsonrpc_clip(detail.rstrip(': '))})" if detail else message
+        ) from exc
+
+
 def template_error(source: str) -> str | None:
     """Why ``source`` does not compile as a Django template, or ``None`` if it does."""
     from django.template import TemplateSyntaxError
@@ -1023,9 +1047,9 @@ def resource_def(row: Resource) -> ResourceDef:
     )
 
 
-def _render_variables(source: str) -> Callable[[Mapping[str, str], Any], str]:
+def _render_variables(source: str, uri_template: str) -> Callable[[Mapping[str, str], Any], str]:
     def read(variables: Mapping[str, str], context: Any) -> str:
-        return render_template(source, variables)
+        return render_for_client(source, variables, f"the resource template {uri_template}")
 
     return read
 
@@ -1039,7 +1063,7 @@ def template_def(row: ResourceTemplate) -> TemplateDef:
     if row.handler:
         handler = _bind(_handler(row, "templates").function, row.config)
     else:
-        handler = _render_variables(row.text)
+        handler = _render_variables(row.text, row.uri_template)
     return TemplateDef(
         uri_template=row.uri_template,
         name=row.name,
@@ -1081,18 +1105,22 @@ def _embedded(server_name: str, uri: str, role: str, context: Any) -> list[JSON]
     ]
 
 
-def _prompt_handler(server_name: str, messages: tuple[_Message, ...]) -> Callable[..., Any]:
+def _prompt_handler(
+    server_name: str, name: str, messages: tuple[_Message, ...]
+) -> Callable[..., Any]:
+    what = f"the prompt {name}"
+
     def get(arguments: Mapping[str, str], context: Any) -> Any:
         out: list[JSON] = []
         for message in messages:
             if message.resource_uri:
-                uri = render_template(message.resource_uri, arguments).strip()
+                uri = render_for_client(message.resource_uri, arguments, what).strip()
                 embedded = _embedded(server_name, uri, message.role, context)
                 if not isinstance(embedded, list):
                     return embedded  # the resource asked for input
                 out.extend(embedded)
             else:
-                text = render_template(message.text, arguments)
+                text = render_for_client(message.text, arguments, what)
                 out.append({"role": message.role, "content": {"type": "text", "text": text}})
         return {"messages": out}
 
@@ -1117,7 +1145,7 @@ def prompt_def(row: Prompt) -> PromptDef:
     messages = tuple(_Message(m.role, m.text, m.resource_uri) for m in row.messages.all())
     return PromptDef(
         name=row.name,
-        handler=_prompt_handler(row.server, messages),
+        handler=_prompt_handler(row.server, row.name, messages),
         title=_or_none(row.title),
         description=_or_none(row.description),
         arguments=arguments,

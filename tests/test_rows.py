@@ -892,6 +892,52 @@ def test_a_refusal_reaches_the_client_as_a_readable_error(settings: Any) -> None
         assert response.json()["error"] == {"code": -32602, "message": message}
 
 
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("details", [True, False])
+def test_a_template_failing_on_what_the_client_sent_is_invalid_params(
+    settings: Any, details: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings.MCP_APP = {**getattr(settings, "MCP_APP", {}), "TOOL_ERROR_DETAILS": details}
+    prompt = Prompt.objects.create(name="last-seen")
+    PromptArgument.objects.create(prompt=prompt, name="when", required=True)
+    # Prompt arguments are strings: timesince fails on every one.
+    PromptMessage.objects.create(prompt=prompt, text="Last seen {{ when|timesince }} ago")
+    ResourceTemplate.objects.create(
+        name="even", uri_template="even://{n}", text='{{ n|divisibleby:"2" }}'
+    )
+    ResourceTemplate.objects.create(
+        name="deep", uri_template="deep://{n}", text="{% if n %}" * 400 + "x" + "{% endif %}" * 400
+    )
+    client = Client()
+    cases = [
+        ("prompts/get", {"name": "last-seen", "arguments": {"when": "2025-01-01"}}),
+        ("resources/read", {"uri": "even://abc"}),
+        ("resources/read", {"uri": "deep://1"}),
+    ]
+    expected = [
+        ("the prompt last-seen", "AttributeError: 'str' object has no attribute 'year'"),
+        ("the resource template even://{n}", "ValueError: invalid literal for int()"),
+        ("the resource template deep://{n}", "RecursionError: "),
+    ]
+    for (method, params), (what, detail) in zip(cases, expected, strict=True):
+        body, headers = modern_request(method, params)
+        response = client.post(
+            "/mcp", data=json.dumps(body), content_type="application/json", headers=headers
+        )
+        assert response.status_code == 200, response.content
+        error = response.json()["error"]
+        assert error["code"] == -32602
+        shown = f"Could not render {what} with these arguments"
+        if details:
+            assert error["message"].startswith(f"{shown} ({detail}")
+        else:
+            assert error["message"] == shown
+        assert f"Could not render {what}" in caplog.text
+    # The same template renders for arguments it can work with.
+    good = call(client, "resources/read", {"uri": "even://4"})["result"]
+    assert good["contents"][0]["text"] == "True"
+
+
 def test_a_template_that_runs_past_its_time_is_stopped(settings: Any) -> None:
     settings.MCP_APP = {**getattr(settings, "MCP_APP", {}), "ROW_TEMPLATE_MAX_SECONDS": 0.2}
     # Each round lowers the long argument and makes nothing: no count but time grows.
