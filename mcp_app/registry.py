@@ -88,7 +88,14 @@ def header_problem(input_schema: Any) -> str | None:
         if not isinstance(header, str) or not HEADER_TOKEN_RE.match(header):
             return (
                 f"x-mcp-header of {path!r} must be an HTTP header name: letters, digits "
-                "and !#$%&'*+-.^_`|~, not empty"
+                "and !#$%&'*+-.^`|~, not empty"
+            )
+        if "_" in header:
+            # A token, but WSGI servers (gunicorn), Django's request headers and many proxies
+            # drop or rename a header named with "_": the client's header could never arrive.
+            return (
+                f"x-mcp-header of {path!r} must not contain '_': servers and proxies drop "
+                "header names with an underscore; use '-'"
             )
         kind = prop.get("type")
         if not isinstance(kind, str) or kind not in HEADER_TYPES:
