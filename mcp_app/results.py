@@ -63,13 +63,14 @@ def tool_result(value: Any, *, has_output_schema: bool = False) -> JSON:
     of them, is the content; a dict of result keys whose ``content`` is blocks is a result as
     it stands; any other dict (or, with an output schema, any JSON value) is structured
     content with its JSON as text; ``content()``/``tool_error()`` give explicit blocks;
-    ``None`` is an empty result.
+    ``None`` is an empty result. With an output schema, a string and ``None`` are structured
+    content too (a string, ``null``), for the schema to judge.
 
     Raises:
         InternalError: the value cannot be turned into a result.
     """
     if value is None:
-        return {"content": []}
+        return {"content": [], "structuredContent": None} if has_output_schema else {"content": []}
     if isinstance(value, Content):
         result: JSON = {"content": list(value.blocks)}
         if value.structured is not None:
@@ -78,6 +79,8 @@ def tool_result(value: Any, *, has_output_schema: bool = False) -> JSON:
             result["isError"] = True
         return result
     if isinstance(value, str):
+        if has_output_schema:
+            return {"content": [text(value)], "structuredContent": value}
         return {"content": [text(value)]}
     if isinstance(value, Mapping):
         blocks = value.get("content")

@@ -449,11 +449,41 @@ def test_output_schema_violation_is_an_internal_error_naming_the_tool_and_place(
 
 
 def test_output_schema_without_structured_content_is_an_internal_error() -> None:
-    catalog = Catalog(1, tools=[tool("add", returning("just text"), output_schema=SUM_SCHEMA)])
+    catalog = Catalog(
+        1, tools=[tool("add", returning(content(text("just text"))), output_schema=SUM_SCHEMA)]
+    )
     with pytest.raises(
         InternalError, match="has an output schema but returned no structured content"
     ):
         call(make_engine(), catalog, "add")
+
+
+def test_a_string_against_an_object_output_schema_is_invalid_structured_content() -> None:
+    catalog = Catalog(1, tools=[tool("add", returning("just text"), output_schema=SUM_SCHEMA)])
+    with pytest.raises(InternalError) as info:
+        call(make_engine(), catalog, "add")
+    assert info.value.message == (
+        "Tool add returned invalid structured content at the root: expected object, got string"
+    )
+
+
+@pytest.mark.parametrize(
+    ("schema", "value", "structured"),
+    [
+        ({"type": "string"}, "hello", "hello"),
+        ({"type": ["object", "null"]}, None, None),
+        ({"type": "integer"}, 3, 3),
+        ({"type": "array", "items": {"type": "string"}}, ["a", "b"], ["a", "b"]),
+    ],
+    ids=["string", "null", "integer", "array"],
+)
+def test_any_json_value_is_structured_content_under_an_output_schema_for_it(
+    schema: dict[str, Any], value: Any, structured: Any
+) -> None:
+    catalog = Catalog(1, tools=[tool("t", returning(value), output_schema=schema)])
+    result = call(make_engine(), catalog, "t")
+    assert result["structuredContent"] == structured
+    assert "structuredContent" in result
 
 
 def test_error_results_skip_the_output_schema() -> None:

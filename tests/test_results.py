@@ -141,6 +141,19 @@ def test_scalar_with_output_schema_is_also_structured(value: object) -> None:
     assert result["structuredContent"] is value
 
 
+def test_a_string_with_output_schema_is_its_text_and_its_structured_content() -> None:
+    assert tool_result("hi") == {"content": [text("hi")]}
+    assert tool_result("hi", has_output_schema=True) == {
+        "content": [text("hi")],
+        "structuredContent": "hi",
+    }
+
+
+def test_none_with_output_schema_is_null_structured_content() -> None:
+    assert tool_result(None) == {"content": []}
+    assert tool_result(None, has_output_schema=True) == {"content": [], "structuredContent": None}
+
+
 @pytest.mark.parametrize("value", [b"bytes", {1, 2}, object()])
 def test_unsupported_tool_result_is_an_internal_error(value: object) -> None:
     with pytest.raises(InternalError) as info:
