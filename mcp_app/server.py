@@ -76,6 +76,17 @@ class Server:
     ) -> None:
         if cache_scope not in ("private", "public"):
             raise ValueError("cache_scope must be 'private' or 'public'")
+        if isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int) or ttl_ms < 0:
+            # The wire's ttlMs is a non-negative integer.
+            raise ValueError(
+                f"ttl_ms must be a whole number of milliseconds, 0 or more: {ttl_ms!r}"
+            )
+        if page_size is not None and (
+            isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 0
+        ):
+            raise ValueError(
+                f"page_size must be a whole number, 0 or more (0 or None: one page): {page_size!r}"
+            )
         self.name = name
         self.options = ServerOptions(
             name=server_name or ("django-mcp-app" if name == "default" else name),

@@ -126,6 +126,20 @@ def test_bad_cache_scope_is_refused() -> None:
     assert "test-server-bad-scope" not in servers
 
 
+@pytest.mark.parametrize("ttl_ms", [-5, 1.5, True, "60000"])
+def test_a_ttl_that_is_not_a_whole_number_of_milliseconds_is_refused(ttl_ms: Any) -> None:
+    with pytest.raises(ValueError, match="ttl_ms must be a whole number of milliseconds"):
+        mcp_app.Server("test-server-bad-ttl", ttl_ms=ttl_ms)
+    assert "test-server-bad-ttl" not in servers
+
+
+@pytest.mark.parametrize("page_size", [-1, 2.5, False, "10"])
+def test_a_page_size_that_is_not_a_count_is_refused(page_size: Any) -> None:
+    with pytest.raises(ValueError, match="page_size must be a whole number, 0 or more"):
+        mcp_app.Server("test-server-bad-page", page_size=page_size)
+    assert "test-server-bad-page" not in servers
+
+
 # ---------------------------------------------------------------- decorators
 
 
