@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
+from django.core.exceptions import SuspiciousFileOperation, ValidationError
 from django.core.files.storage import Storage
 from django.db import models, router, transaction
 from django.utils import timezone
@@ -90,6 +90,8 @@ URI_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:\S*$")
 #: a variable starting with ``_``).
 ARGUMENT_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 MIME_RE = re.compile(r"^[\w.+-]+/[\w.+-]+(?:\s*;.*)?$")
+#: A name a Django template reads as a variable: not a number, a lookup ("a.b") or "_x".
+TEMPLATE_VARIABLE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
 ICONS_SCHEMA: dict[str, Any] = {
     "type": "array",
@@ -511,12 +513,21 @@ class Resource(Definition):
             if not self.mime_type:
                 sent = getattr(self.file.file, "content_type", None) if uploaded else None
                 guessed = mimetypes.guess_type(self.file.name or "")[0]
-                self.mime_type = guessed or sent or OCTET_STREAM
+                self.mime_type = guessed or self._storable_mime(sent) or OCTET_STREAM
         else:
             self.size, self.digest = _measure([self.text.encode()])
             if not self.mime_type:
                 self.mime_type = "text/plain"
         super().save(*args, **kwargs)
+
+    def _storable_mime(self, sent: Any) -> str | None:
+        """The type a browser sent with an upload, if it is a MIME type the field holds: the
+        client's word, which may be anything."""
+        field = self._meta.get_field("mime_type")
+        assert isinstance(field, models.CharField)
+        if isinstance(sent, str) and len(sent) <= (field.max_length or 0) and MIME_RE.match(sent):
+            return sent
+        return None
 
     def _forget_stale_guess(self) -> None:
         """A MIME type that was guessed for the content being replaced is guessed again.
@@ -549,8 +560,26 @@ class Resource(Definition):
             _add(errors, "text", "Give either text or a file, not both.")
         elif not self.text and not self.file:
             _add(errors, "text", "Give the resource's text, or upload a file.")
+        if self.file and not getattr(self.file, "_committed", True):
+            self._check_storable_name(errors)
         _check_annotations(errors, self.annotations)
         self.code_clash(errors, "uri", self.uri, "resources", "resource at")
+
+    def _check_storable_name(self, errors: Errors) -> None:
+        """An upload the storage could not name within the column (a long extension leaves it
+        nothing to shorten) is a form error, not a failure when it is saved."""
+        field = self._meta.get_field("file")
+        assert isinstance(field, models.FileField)
+        try:
+            name = field.generate_filename(self, self.file.name or "")
+            self.file.storage.get_available_name(name, max_length=field.max_length)
+        except SuspiciousFileOperation as exc:
+            _add(
+                errors,
+                "file",
+                f"This file cannot be stored under its name ({exc}). Its stored path may have "
+                f"{field.max_length} characters: give it a shorter name or extension.",
+            )
 
 
 def _measure(chunks: Iterable[bytes]) -> tuple[int, str]:
@@ -611,6 +640,7 @@ class ResourceTemplate(Definition):
     def check_definition(self, errors: Errors) -> None:
         self._normalize_json({"annotations": dict, "config": dict})
         _check_name(errors, self.name, "resource template")
+        variables: tuple[str, ...] = ()
         if self.uri_template:
             try:
                 parsed = URITemplate(self.uri_template)
@@ -618,6 +648,7 @@ class ResourceTemplate(Definition):
             except URITemplateError as exc:
                 _add(errors, "uri_template", str(exc))
             else:
+                variables = parsed.variables
                 if not parsed.variables:
                     _add(
                         errors,
@@ -632,10 +663,21 @@ class ResourceTemplate(Definition):
             _add(errors, "text", "Give a template text, or choose a handler.")
         elif self.text:
             _check_template(errors, "text", self.text)
+            unreadable = [name for name in variables if not TEMPLATE_VARIABLE_RE.match(name)]
+            if unreadable:
+                _add(
+                    errors,
+                    "uri_template",
+                    f"The template text cannot read the variable(s) {', '.join(unreadable)}: "
+                    "a Django template names a variable with letters, digits and '_', not "
+                    "first ('.' reads an attribute). Rename them, or choose a handler.",
+                )
         else:
             _check_handler_config(errors, self.handler, "templates", self.config)
         if self.config and not self.handler:
             _add(errors, "config", "Only a handler takes a config.")
+        if self.mime_type and not MIME_RE.match(self.mime_type):
+            _add(errors, "mime_type", "Enter a MIME type such as text/markdown.")
         _check_annotations(errors, self.annotations)
         self.code_clash(errors, "name", self.name, "templates", "resource template")
         shape = rows.template_shape(self.uri_template)

@@ -216,6 +216,47 @@ def test_resource_save_measures_an_upload_and_guesses_its_type(
     assert resource.file.storage.exists(resource.file.name or "")
 
 
+@pytest.mark.parametrize(
+    ("sent", "stored"),
+    [
+        ("application/yaml", "application/yaml"),
+        ("not a mime", "application/octet-stream"),
+        ("application/" + "x" * 120, "application/octet-stream"),
+        ("", "application/octet-stream"),
+    ],
+    ids=["usable", "not-a-mime", "too-long", "none"],
+)
+def test_an_uploads_sent_type_is_kept_only_if_it_is_a_mime_type_that_fits(
+    settings: Any, tmp_path: Any, sent: str, stored: str
+) -> None:
+    # Python guesses nothing for .blob, so only the browser's word could name the type.
+    settings.MEDIA_ROOT = str(tmp_path)
+    upload = SimpleUploadedFile("data.blob", b"\x00\x01", content_type=sent)
+    resource = Resource(uri="files://data", name="data", file=upload)
+    resource.full_clean()
+    resource.save()
+    assert Resource.objects.get(pk=resource.pk).mime_type == stored
+    # The row stays editable: what it holds passes its own validation.
+    resource.title = "Data"
+    resource.full_clean()
+
+
+def test_an_upload_whose_extension_leaves_no_room_in_the_path_is_a_form_error(
+    settings: Any, tmp_path: Any
+) -> None:
+    settings.MEDIA_ROOT = str(tmp_path)
+    name = "a." + "x" * 95  # with mcp_app/resources/ in front, over the column's 100
+    upload = SimpleUploadedFile(name, b"data")
+    errors = errors_of(Resource(uri="files://long", name="long", file=upload))
+    assert "give it a shorter name or extension" in errors["file"][0]
+    # A long name with a short extension is shortened to fit, as Django does.
+    fits = SimpleUploadedFile("b" * 95 + ".txt", b"data")
+    resource = Resource(uri="files://fits", name="fits", file=fits)
+    resource.full_clean()
+    resource.save()
+    assert len(resource.file.name or "") <= 100
+
+
 def test_resource_uri_unique_per_server() -> None:
     Resource.objects.create(uri="notes://one", name="one", text="a")
     errors = errors_of(Resource(uri="notes://one", name="two", text="b"))
@@ -238,6 +279,10 @@ def test_resource_uri_unique_per_server() -> None:
         ({"config": {"a": 1}}, "config", "Only a handler"),
         ({"name": "person"}, "name", "registered in code"),
         ({"name": "bad name"}, "name", "1-64 characters"),
+        ({"mime_type": "not a mime"}, "mime_type", "Enter a MIME type"),
+        ({"uri_template": "t8://{a.b}"}, "uri_template", "cannot read the variable(s) a.b"),
+        ({"uri_template": "t8://{%41x}/{_z}"}, "uri_template", "variable(s) %41x, _z:"),
+        ({"uri_template": "t8://{1}"}, "uri_template", "cannot read the variable(s) 1:"),
     ],
 )
 def test_template_validation_names_the_field(fields: dict[str, Any], field: str, text: str) -> None:
@@ -249,6 +294,11 @@ def test_template_validation_names_the_field(fields: dict[str, Any], field: str,
     values.update(fields)
     errors = errors_of(ResourceTemplate(**values))
     assert any(text in message for message in errors[field]), errors
+
+
+def test_a_handler_takes_variables_a_template_text_could_not_read() -> None:
+    # The handler gets the variables as a dict, whatever their names.
+    ResourceTemplate(name="dotted", uri_template="echo://{a.b}/{_z}", handler="echo").full_clean()
 
 
 def test_template_bound_to_a_handler() -> None:
