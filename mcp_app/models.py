@@ -564,6 +564,16 @@ class Resource(Definition):
             self._check_storable_name(errors)
         _check_annotations(errors, self.annotations)
         self.code_clash(errors, "uri", self.uri, "resources", "resource at")
+        if self.uri and "uri" not in errors:
+            template = rows.code_template_for(self.server, self.uri)
+            if template is not None:
+                _add(
+                    errors,
+                    "uri",
+                    f"The resource template {template.uri_template!r} registered in code on "
+                    f"server {self.server!r} serves this URI; code definitions take precedence, "
+                    "so a row must not take it over.",
+                )
 
     def _check_storable_name(self, errors: Errors) -> None:
         """An upload the storage could not name within the column (a long extension leaves it

@@ -1349,6 +1349,14 @@ def code_uri_templates(server_name: str) -> frozenset[str]:
     return frozenset(template_shape(t.uri_template) for t in templates)
 
 
+def code_template_for(server_name: str, uri: str) -> TemplateDef | None:
+    """The server's first code resource template that matches ``uri``, if any."""
+    for template in _code_registry(server_name, "templates").values():
+        if template.matcher.match(uri) is not None:
+            return template  # type: ignore[no-any-return]
+    return None
+
+
 def code_keys(server_name: str, kind: str) -> frozenset[str]:
     """The names (URIs for resources) of a server's code definitions of ``kind``."""
     return frozenset(_code_registry(server_name, kind))

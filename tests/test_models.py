@@ -175,6 +175,8 @@ def test_names_are_unique_per_server_on_the_field_and_in_the_database(
         ({"annotations": {"priority": 2}}, "annotations", "/priority"),
         ({"annotations": {"audience": ["robots"]}}, "annotations", "/audience/0"),
         ({"uri": "file:///readme.txt"}, "uri", "registered in code"),
+        # The demo's code template people://{id} serves it, and is read after fixed resources.
+        ({"uri": "people://ada"}, "uri", "'people://{id}' registered in code"),
     ],
 )
 def test_resource_validation_names_the_field(fields: dict[str, Any], field: str, text: str) -> None:
