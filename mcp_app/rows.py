@@ -1327,6 +1327,9 @@ def merge(
 
 _EXPRESSION = re.compile(r"\{([+#./;?&]?)([^}]*)\}")
 _VARSPEC = re.compile(r"^[^:*]*")
+#: Operators whose variables' names the matcher requires in the URI (``;b=1``): there the
+#: names are part of the shape. A query (``?q=x``) matches whatever names it holds.
+_NAMED = frozenset({";"})
 
 
 def template_shape(uri_template: str) -> str:
@@ -1334,7 +1337,9 @@ def template_shape(uri_template: str) -> str:
     the same URIs, so the one listed first serves them all."""
 
     def expression(match: re.Match[str]) -> str:
-        specs = [_VARSPEC.sub("", spec.strip()) for spec in match.group(2).split(",")]
+        specs = [spec.strip() for spec in match.group(2).split(",")]
+        if match.group(1) not in _NAMED:
+            specs = [_VARSPEC.sub("", spec) for spec in specs]
         return "{" + match.group(1) + ",".join(specs) + "}"
 
     return _EXPRESSION.sub(expression, uri_template)

@@ -661,6 +661,9 @@ def test_losing_the_race_to_create_the_generation_row(monkeypatch: pytest.Monkey
         ("people://{id}", "people://{+id}", False),
         ("x://{/var:1,var}", "x://{/a:2,b}", False),
         ("x://{a}/{b}", "x://{a}", False),
+        # Path parameters name themselves in the URI: ;b=1 is not ;c=1.
+        ("notes://{a}{;b}", "notes://{a}{;c}", False),
+        ("notes://{a}{;b}", "notes://{x}{;b}", True),
     ],
 )
 def test_templates_of_one_shape_differ_only_in_their_variables_names(
