@@ -664,10 +664,32 @@ def test_a_revision_not_served_is_named_before_a_missing_session(header: str) ->
         **{"MCP-Protocol-Version": header},
     )
     assert response.status_code == 400
-    assert response.json()["error"] == {
-        "code": -32600,
-        "message": f"Unsupported MCP-Protocol-Version: {header}",
+    assert response.json() == {
+        "jsonrpc": "2.0",
+        "id": 1,  # read from the body, so the client can match the answer
+        "error": {"code": -32600, "message": f"Unsupported MCP-Protocol-Version: {header}"},
     }
+
+
+@pytest.mark.parametrize(
+    ("session_id", "status", "message"),
+    [(None, 400, "Missing Mcp-Session-Id header"), ("f" * 32, 404, "Session not found")],
+)
+@pytest.mark.parametrize("request_id", [7, "seven"])
+def test_a_refused_session_answers_the_requests_id(
+    session_id: str | None, status: int, message: str, request_id: Any
+) -> None:
+    headers = {"MCP-Protocol-Version": LATEST}
+    if session_id is not None:
+        headers["Mcp-Session-Id"] = session_id
+    body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/list"}
+    response = post_raw(Client(), body, **headers)
+    assert response.status_code == status
+    assert response.json()["id"] == request_id
+    assert response.json()["error"]["message"] == message
+    # An id a request cannot have is not echoed.
+    body["id"] = True
+    assert post_raw(Client(), body, **headers).json().get("id") is None
 
 
 def test_a_sessions_request_under_the_stateless_revisions_header_is_judged_by_its_rules(

@@ -367,7 +367,10 @@ class LegacyEndpoint:
                 )
                 return error_reply(None, InvalidRequest(problem), 400)
             return self.initialize(message, incoming)
-        session, refused = self.session(incoming)
+        request_id = message.get("id") if isinstance(message, dict) else None
+        session, refused = self.session(
+            incoming, request_id if jsonrpc.valid_id(request_id) else None
+        )
         if session is None:
             return refused  # type: ignore[return-value]
         if isinstance(message, list):
@@ -388,8 +391,11 @@ class LegacyEndpoint:
             return Reply(202)
         return self.request(message, session, incoming)
 
-    def session(self, incoming: Incoming) -> tuple[sessions.SessionData | None, Reply | None]:
-        """The request's live session, or the reply refusing it (400 without one, 404 unknown)."""
+    def session(
+        self, incoming: Incoming, request_id: Any = None
+    ) -> tuple[sessions.SessionData | None, Reply | None]:
+        """The request's live session, or the reply refusing it (400 without one, 404 unknown),
+        which answers ``request_id`` (a POSTed request's, when it could be read)."""
         from .http import error_reply
 
         session_id = (incoming.headers.get("mcp-session-id") or "").strip()
@@ -397,17 +403,19 @@ class LegacyEndpoint:
         if version not in versions.LEGACY:
             # Said first: a client of a revision not served here learns why, session or none.
             return None, error_reply(
-                None, InvalidRequest(f"Unsupported MCP-Protocol-Version: {version}"), 400
+                request_id, InvalidRequest(f"Unsupported MCP-Protocol-Version: {version}"), 400
             )
         if not session_id:
-            return None, error_reply(None, InvalidRequest("Missing Mcp-Session-Id header"), 400)
+            return None, error_reply(
+                request_id, InvalidRequest("Missing Mcp-Session-Id header"), 400
+            )
         session = sessions.store().get(session_id) if sessions.well_formed(session_id) else None
         if session is None or session.server != self.server.name:
-            return None, error_reply(None, InvalidRequest("Session not found"), 404)
+            return None, error_reply(request_id, InvalidRequest("Session not found"), 404)
         if session.caller != caller_id(incoming.user):
             # A session belongs to the caller that began it: to anyone else who learnt its
             # id (or to the same client logged out) it does not exist.
-            return None, error_reply(None, InvalidRequest("Session not found"), 404)
+            return None, error_reply(request_id, InvalidRequest("Session not found"), 404)
         return session, None
 
     def get(self, incoming: Incoming) -> Reply:
