@@ -124,6 +124,12 @@ RESOURCE_ANNOTATIONS_SCHEMA: dict[str, Any] = {
         "lastModified": {"type": "string", "format": "date-time"},
     },
 }
+#: A ``_meta`` key: an optional prefix of dot-separated labels and "/", then a name that
+#: begins and ends with a letter or digit (or is empty).
+META_KEY_RE = re.compile(
+    r"^(?:[A-Za-z](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*/)?"
+    r"(?:[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)?$"
+)
 META_SCHEMA: dict[str, Any] = {"type": "object"}
 
 
@@ -330,7 +336,26 @@ class Definition(_Tracked):
         self._normalize_json({"icons": list, "meta": dict})
         errors: Errors = {}
         _check_json(errors, "icons", self.icons, ICONS_SCHEMA, "icons")
+        if "icons" not in errors and self.icons:
+            for index, icon in enumerate(self.icons):
+                if not URI_RE.match(icon["src"]):
+                    _add(
+                        errors,
+                        "icons",
+                        f"Icon {index + 1}'s src must be a URI (https://… or data:…), "
+                        f"not {icon['src']!r}.",
+                    )
         _check_json(errors, "meta", self.meta, META_SCHEMA, "_meta")
+        if "meta" not in errors and self.meta:
+            for key in self.meta:
+                if not key or not META_KEY_RE.match(key):
+                    _add(
+                        errors,
+                        "meta",
+                        f"{key!r} is not a _meta key: an optional prefix of dot-separated labels "
+                        "and '/' (com.example/), then a name that begins and ends with a letter "
+                        "or digit.",
+                    )
         self.check_definition(errors)
         if errors:
             raise ValidationError(errors)

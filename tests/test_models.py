@@ -64,8 +64,17 @@ def test_a_template_tool_is_valid() -> None:
         title="Greet",
         input_schema={"type": "object", "properties": {"name": {"type": "string"}}},
         annotations={"readOnlyHint": True},
-        icons=[{"src": "https://example.com/i.png", "sizes": ["48x48"], "theme": "dark"}],
-        meta={"example.com/owner": "docs"},
+        icons=[
+            {"src": "https://example.com/i.png", "sizes": ["48x48"], "theme": "dark"},
+            {"src": "data:image/png;base64,iVBORw0KGgo="},
+        ],
+        # Unprefixed, prefixed, an empty name after a prefix, a reserved prefix (extensions).
+        meta={
+            "owner": "docs",
+            "example.com/owner": "docs",
+            "a.b/": 1,
+            "io.modelcontextprotocol/ui": {},
+        },
     )
     tool.full_clean()
     assert tool.server == "default"
@@ -106,6 +115,11 @@ def test_a_template_tool_is_valid() -> None:
         ({"icons": [{"mimeType": "image/png"}]}, "icons", "src"),
         ({"icons": {"src": "x"}}, "icons", "expected array"),
         ({"meta": "x"}, "meta", "expected object"),
+        ({"icons": [{"src": "icon.png"}]}, "icons", "Icon 1's src must be a URI"),
+        ({"meta": {"bad key": 1}}, "meta", "'bad key' is not a _meta key"),
+        ({"meta": {"1.example/x": 1}}, "meta", "'1.example/x' is not a _meta key"),
+        ({"meta": {"com.example/-x": 1}}, "meta", "is not a _meta key"),
+        ({"meta": {"": 1}}, "meta", "'' is not a _meta key"),
         ({"server": "no-such-server"}, "server", "not a valid choice"),
         ({"name": "add"}, "name", "registered in code"),
     ],
