@@ -66,3 +66,35 @@ def holds_unstorable(value: Any) -> bool:
     """Whether JSON ``value`` has a NUL or a lone surrogate in any string (keys included), or
     a NaN or infinite number, which is not JSON (a handler's, or Python's parser's)."""
     return any_string_matches(value, _UNSTORABLE, non_finite=True)
+
+
+class OrderedJSONField(models.JSONField):
+    """A ``JSONField`` whose objects keep their keys in the order they were written.
+
+    A database with a binary JSON type (PostgreSQL's ``jsonb``, MySQL's ``JSON``) sorts an
+    object's keys, and a tool's schema would list its properties in another order than its
+    author's, which clients lay their forms out by. There the value is stored as its JSON
+    text, a ``jsonb`` string, and read back parsed; a value stored before, an object, reads as
+    it is. Key lookups (``schema__type``) do not see inside such a string; for a value whose
+    root may itself be a string, use a plain ``JSONField``.
+    """
+
+    def get_db_prep_value(self, value: Any, connection: Any, prepared: bool = False) -> Any:
+        if value is None or hasattr(value, "as_sql") or not _sorts_keys(connection):
+            return super().get_db_prep_value(value, connection, prepared)
+        if not prepared:
+            value = self.get_prep_value(value)
+        return connection.ops.adapt_json_value(json.dumps(value, cls=self.encoder), self.encoder)
+
+    def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
+        value = super().from_db_value(value, expression, connection)
+        if isinstance(value, str) and not isinstance(expression, KeyTransform):
+            try:
+                return json.loads(value, cls=self.decoder)
+            except ValueError:
+                return value
+        return value
+
+
+def _sorts_keys(connection: Any) -> bool:
+    return bool(connection.features.has_native_json_field)

@@ -18,7 +18,7 @@ from django.utils.text import capfirst
 
 from . import rows
 from . import schema as schema_module
-from .fields import WireJSONField
+from .fields import OrderedJSONField, WireJSONField
 from .registry import NAME_RE, header_problem
 from .uritemplate import URITemplate, URITemplateError
 
@@ -401,13 +401,13 @@ class Tool(Definition):
         help_text="Passed to the handler as context.config; the template handler takes "
         '{"template": "Hello {{ name }}"}.',
     )
-    input_schema = models.JSONField(
+    input_schema = OrderedJSONField(
         null=True,
         blank=True,
         help_text='A JSON Schema (2020-12) of the arguments, root "type": "object". Blank: no '
         "arguments (a new tool) or the code tool's schema (a restyling row).",
     )
-    output_schema = models.JSONField(
+    output_schema = OrderedJSONField(
         null=True,
         blank=True,
         help_text="A JSON Schema (2020-12) of the structured result, if any.",

@@ -1,4 +1,5 @@
-"""WireJSONField keeps what clients send, NUL characters included, on every database."""
+"""The app's JSON fields: WireJSONField keeps what clients send, NUL characters included, and
+OrderedJSONField the order of an object's keys, on every database."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from django.db import connection
 
 from mcp_app.fields import WRAPPED
-from mcp_app.models import DeliveryMessage, StreamEvent
+from mcp_app.models import DeliveryMessage, StreamEvent, Tool
 
 pytestmark = pytest.mark.django_db
 
@@ -81,3 +82,45 @@ def test_a_wrapper_shaped_row_from_before_the_field_reads_as_stored() -> None:
             [json.dumps({WRAPPED: "not json"})],
         )
     assert DeliveryMessage.objects.get().message == {WRAPPED: "not json"}
+
+
+# -- OrderedJSONField ------------------------------------------------------------------------
+
+#: Properties in an order no database sorts them into: PostgreSQL's jsonb sorts by length,
+#: then bytes ("mid", "zeta", "alpha").
+SCHEMA = {
+    "type": "object",
+    "properties": {"zeta": {"type": "string"}, "alpha": {"type": "integer"}, "mid": {}},
+    "required": ["zeta"],
+}
+
+
+def test_a_schema_keeps_its_properties_in_the_order_written() -> None:
+    tool = Tool.objects.create(
+        name="ordered", handler="echo", input_schema=SCHEMA, output_schema=SCHEMA
+    )
+    stored = Tool.objects.get(pk=tool.pk)
+    for schema in (stored.input_schema, stored.output_schema):
+        assert schema == SCHEMA
+        assert list(schema) == ["type", "properties", "required"]
+        assert list(schema["properties"]) == ["zeta", "alpha", "mid"]
+    # The same through update(), which bypasses the model.
+    Tool.objects.filter(pk=tool.pk).update(input_schema={"b": 1, "a": 2})
+    assert list(Tool.objects.get(pk=tool.pk).input_schema) == ["b", "a"]
+
+
+def test_a_schema_stored_before_as_an_object_reads_as_it_is() -> None:
+    tool = Tool.objects.create(name="older", handler="echo")
+    cast = "::jsonb" if connection.vendor == "postgresql" else ""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE mcp_app_tool SET input_schema = %s{cast} WHERE id = %s",
+            [json.dumps(SCHEMA), tool.pk],
+        )
+    assert Tool.objects.get(pk=tool.pk).input_schema == SCHEMA
+
+
+def test_a_schema_of_none_is_sql_null() -> None:
+    tool = Tool.objects.create(name="nothing", handler="echo", input_schema=None)
+    assert Tool.objects.filter(pk=tool.pk, input_schema__isnull=True).exists()
+    assert Tool.objects.get(pk=tool.pk).input_schema is None
