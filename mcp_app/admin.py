@@ -7,12 +7,13 @@ from typing import Any, ClassVar
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.views.main import ERROR_FLAG
 from django.core.exceptions import ValidationError
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models, transaction
 from django.db.models import QuerySet
 from django.forms import ModelMultipleChoiceField
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.utils.html import format_html
 
 from . import playground, rows
@@ -42,7 +43,24 @@ ACCESS: tuple[str, Any] = (
 )
 
 
-class DefinitionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class AppAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """What every admin of the app shares: a change list that refuses a NUL in its query."""
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        if any("\x00" in key or "\x00" in value for key, value in _query_items(request)):
+            # PostgreSQL takes no NUL in a query's text, and the filter or search would fail
+            # as the page renders: shown again without it, as Django does for a bad lookup.
+            return HttpResponseRedirect(f"{request.path}?{ERROR_FLAG}=1")
+        return super().changelist_view(request, extra_context)
+
+
+def _query_items(request: HttpRequest) -> list[tuple[str, str]]:
+    return [(key, value) for key, values in request.GET.lists() for value in values]
+
+
+class DefinitionAdmin(AppAdmin):
     """What every definition's admin shares: filters, actions, and the catalog preview."""
 
     form = RowForm
@@ -333,7 +351,7 @@ class PromptAdmin(DefinitionAdmin):
 
 
 @admin.register(ToolCall)
-class ToolCallAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class ToolCallAdmin(AppAdmin):
     """Read-only: rows are written by the endpoint and removed by ``mcp_audit_clean``."""
 
     list_display = (
@@ -390,7 +408,7 @@ class ToolCallAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
 
 @admin.register(Task)
-class TaskAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class TaskAdmin(AppAdmin):
     """Read-only: tasks are made and moved on by the endpoint; staff may delete one."""
 
     list_display = ("created", "server", "tool", "status", "caller", "updated", "expires")

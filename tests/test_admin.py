@@ -148,6 +148,20 @@ def test_add_and_changelist_pages_render(admin_client: Client, model: str) -> No
     assert admin_client.get(f"/admin/mcp_app/{model}/?q=x&server=default").status_code == 200
 
 
+@pytest.mark.parametrize(
+    "model", ["tool", "resource", "resourcetemplate", "prompt", "toolcall", "task"]
+)
+@pytest.mark.parametrize("query", ["q=%00", "server=a%00b", "e%00x=1"])
+def test_a_nul_in_a_changelist_query_is_shown_as_a_bad_lookup(
+    admin_client: Client, model: str, query: str
+) -> None:
+    # PostgreSQL takes no NUL in a query's text: the list would fail as it renders.
+    response = admin_client.get(f"/admin/mcp_app/{model}/?{query}")
+    assert response.status_code == 302
+    assert response["Location"] == f"/admin/mcp_app/{model}/?e=1"
+    assert admin_client.get(response["Location"]).status_code == 200
+
+
 def test_tool_changelist_says_what_runs(admin_client: Client) -> None:
     Tool.objects.create(name="welcome", handler="template", config={"template": "x"})
     Tool.objects.create(name="add", overrides_code=True, title="Sum")
