@@ -733,6 +733,48 @@ class ResourceTemplate(Definition):
                     f"template's shape on server {self.server!r}: the two match the same URIs, "
                     "so one would never be read.",
                 )
+            elif "uri_template" not in errors:
+                self._check_shadowing(errors)
+
+    def _check_shadowing(self, errors: Errors) -> None:
+        """Refuse a template every URI of which one read first also matches (``{+path}``
+        before ``{topic}/summary``), or one that would so hide a row read after it."""
+        mine = URITemplate(self.uri_template)
+        code = rows.code_template_covering(self.server, mine)
+        if code is not None:
+            _add(
+                errors,
+                "uri_template",
+                f"The resource template {code!r} registered in code on server {self.server!r} "
+                "matches every URI of this one and is read first, so this row would never be "
+                "read.",
+            )
+            return
+        others = ResourceTemplate.objects.filter(server=self.server, enabled=True)
+        if self.pk is not None:
+            others = others.exclude(pk=self.pk)
+        # The very same template is the unique constraint's to refuse.
+        others = others.exclude(uri_template=self.uri_template)
+        for other in others.only("name", "uri_template", "order"):
+            try:
+                theirs = URITemplate(other.uri_template)
+            except URITemplateError:
+                continue  # a row saved without validation: left out of the catalog anyway
+            first = (other.order, other.name) < (self.order, self.name)
+            hidden, by = (mine, theirs) if first else (theirs, mine)
+            if rows.covers(by, hidden):
+                _add(
+                    errors,
+                    "uri_template",
+                    f"The template row {other.name!r} ({other.uri_template}) is read "
+                    f"{'before' if first else 'after'} this one, and "
+                    + (
+                        "it matches every URI of this one, so this row would never be read."
+                        if first
+                        else "this one matches every URI of it, so it would never be read."
+                    ),
+                )
+                return
 
     def _same_shape(self, shape: str) -> ResourceTemplate | None:
         """Another enabled row of this server whose URI template has ``shape``."""

@@ -25,6 +25,7 @@ from .protocol.jsonrpc import clip as jsonrpc_clip
 from .recent import Recent
 from .registry import KINDS, PromptArgument, PromptDef, ResourceDef, TemplateDef, ToolDef
 from .server import channel_name, servers
+from .uritemplate import URITemplate, URITemplateError
 
 if TYPE_CHECKING:
     from django.db.backends.base.base import BaseDatabaseWrapper
@@ -1352,6 +1353,37 @@ def code_uri_templates(server_name: str) -> frozenset[str]:
         return frozenset()
     templates = server.code_definitions("templates").values()
     return frozenset(template_shape(t.uri_template) for t in templates)
+
+
+#: Values a template is expanded with to tell whether another matches all its URIs: unlike
+#: each other in length and in the characters they hold.
+_PROBES = ("x", "a-1", "Z_9.q")
+
+
+def covers(first: URITemplate, later: URITemplate) -> bool:
+    """Whether ``first`` matches every URI ``later`` makes, as far as probing tells: the
+    expansions of ``later`` with each of a few unlike values (and with two variables
+    differing) all match ``first``."""
+    names = later.variables
+    samples = [{name: probe for name in names} for probe in _PROBES]
+    samples.append({name: _PROBES[i % len(_PROBES)] for i, name in enumerate(names)})
+    for values in samples:
+        uri = later.expand(values)
+        try:
+            if first.match(uri) is None:
+                return False
+        except URITemplateError:
+            return False
+    return True
+
+
+def code_template_covering(server_name: str, template: URITemplate) -> str | None:
+    """The URI template of the server's first code resource template that matches every URI
+    ``template`` makes (``covers``), if any."""
+    for code in _code_registry(server_name, "templates").values():
+        if covers(code.matcher, template):
+            return str(code.uri_template)
+    return None
 
 
 def code_template_for(server_name: str, uri: str) -> TemplateDef | None:

@@ -312,6 +312,57 @@ def test_template_validation_names_the_field(fields: dict[str, Any], field: str,
     assert any(text in message for message in errors[field]), errors
 
 
+def test_a_template_row_read_after_one_matching_all_its_uris_is_refused() -> None:
+    ResourceTemplate.objects.create(
+        name="all-notes", uri_template="notes://{+path}", text="{{ path }}", order=0
+    )
+    later = ResourceTemplate(
+        name="summary", uri_template="notes://{topic}/summary", text="{{ topic }}", order=1
+    )
+    errors = errors_of(later)
+    assert "'all-notes' (notes://{+path}) is read before this one" in errors["uri_template"][0]
+    # Read first instead, it is served for its URIs and the other for the rest.
+    later.order = -1
+    later.full_clean()
+
+
+def test_a_template_row_that_would_hide_one_read_after_it_is_refused() -> None:
+    ResourceTemplate.objects.create(
+        name="summary", uri_template="notes://{topic}/summary", text="{{ topic }}", order=5
+    )
+    errors = errors_of(
+        ResourceTemplate(name="all", uri_template="notes://{+path}", text="{{ path }}", order=1)
+    )
+    assert "'summary' (notes://{topic}/summary) is read after this one" in errors["uri_template"][0]
+    assert "it would never be read" in errors["uri_template"][0]
+
+
+def test_templates_that_share_only_some_uris_are_both_kept() -> None:
+    ResourceTemplate.objects.create(name="one", uri_template="notes://{topic}", text="1", order=0)
+    # notes://x/summary is not a URI of notes://{topic} ({topic} takes no "/").
+    ResourceTemplate(
+        name="two", uri_template="notes://{topic}/summary", text="2", order=1
+    ).full_clean()
+    # A disabled row is in no catalog: it hides nothing.
+    ResourceTemplate(
+        name="off", uri_template="notes://{+p}", text="3", order=-1, enabled=False
+    ).full_clean()
+
+
+def test_a_template_row_every_uri_of_which_a_code_template_matches_is_refused() -> None:
+    site = servers["default"]
+    site.add_resource_template(
+        lambda v, c: "", uri_template="files://{+path}", name="files_for_test"
+    )
+    try:
+        # Code templates are read before every row.
+        errors = errors_of(ResourceTemplate(name="docs", uri_template="files://{d}/x", text="x"))
+        assert "'files://{+path}' registered in code" in errors["uri_template"][0]
+        ResourceTemplate(name="photo", uri_template="people://{id}/photo", text="x").full_clean()
+    finally:
+        site.remove_resource_template("files_for_test")
+
+
 def test_a_handler_takes_variables_a_template_text_could_not_read() -> None:
     # The handler gets the variables as a dict, whatever their names.
     ResourceTemplate(name="dotted", uri_template="echo://{a.b}/{_z}", handler="echo").full_clean()

@@ -29,6 +29,7 @@ from mcp_app.models import (
     Tool,
 )
 from mcp_app.protocol.context import RequestContext
+from mcp_app.uritemplate import URITemplate
 from tests.conftest import RecheckClock, modern_request
 
 pytestmark = pytest.mark.django_db
@@ -670,6 +671,25 @@ def test_templates_of_one_shape_differ_only_in_their_variables_names(
     first: str, second: str, same: bool
 ) -> None:
     assert (rows.template_shape(first) == rows.template_shape(second)) is same
+
+
+@pytest.mark.parametrize(
+    ("first", "later", "covered"),
+    [
+        ("notes://{+path}", "notes://{topic}/summary", True),
+        ("f://{+p}", "f://{a}/{b}", True),
+        ("notes://{a}", "notes://{b}", True),
+        ("x://{a}{?q}", "x://{b}", True),
+        ("notes://{topic}", "notes://{topic}/summary", False),
+        ("notes://{a}{;b}", "notes://{a}{;c}", False),
+        ("f://{a}.json", "f://{a}", False),
+        ("x://{b}", "x://{a}{?q}", False),
+    ],
+)
+def test_covers_tells_whether_one_template_matches_every_uri_of_another(
+    first: str, later: str, covered: bool
+) -> None:
+    assert rows.covers(URITemplate(first), URITemplate(later)) is covered
 
 
 def test_of_two_template_rows_of_one_shape_the_first_is_listed(
