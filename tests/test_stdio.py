@@ -517,6 +517,42 @@ def test_the_command_reads_and_writes_utf_8_whatever_the_locale(stdio_db: Path) 
     assert out[1]["id"] == 2 and "Łukasz" in out[1]["result"]["content"][0]["text"]
 
 
+@pytest.mark.e2e
+def test_output_to_stdout_other_than_messages_goes_to_stderr(stdio_db: Path) -> None:
+    # tests.stdio_stdout_settings logs to a handler bound to sys.stdout, and a subprocess of
+    # the command writes to its descriptor 1: neither may fall between protocol messages.
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.stdio_stdout_settings",
+        "DATABASE_URL": f"sqlite:///{stdio_db}",
+    }
+    tampered = request(1, "tools/call", {"name": "greet", "requestState": "not-signed"})
+    lines = "".join(json.dumps(m) + "\n" for m in [tampered, request(2, "tools/list")])
+    script = (
+        "import subprocess; from django.core.management import execute_from_command_line\n"
+        "import mcp_app.transport.stdio as s; original = s.StdioServer.serve\n"
+        "def serve(self):\n"
+        "    subprocess.run(['echo', 'from a subprocess'], check=True)\n"
+        "    return original(self)\n"
+        "s.StdioServer.serve = serve\n"
+        "execute_from_command_line(['manage.py', 'mcp_stdio'])"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        env=env,
+        input=lines.encode(),
+        capture_output=True,
+        timeout=60,
+    )
+    # Every line is a message (answered in any order).
+    out = by_id([json.loads(line) for line in done.stdout.decode().splitlines()])
+    assert sorted(out) == [1, 2]
+    assert out[1]["error"]["code"] == -32602
+    assert "requestState failed verification for tools/call" in done.stderr.decode()
+    assert "from a subprocess" in done.stderr.decode()
+
+
 class Renewals:
     """Counts the renewals of stdio streams (which check access again, in a thread of their
     own), so a test can wait for one that began after a change instead of sleeping."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 import sys
 from typing import Any
 
@@ -46,10 +47,17 @@ class Command(BaseCommand):
         protocol_in = io.TextIOWrapper(
             sys.stdin.buffer, encoding="utf-8", errors="surrogateescape", newline="\n"
         )
+        # Only protocol messages may reach stdout. The protocol keeps a copy of the stdout
+        # descriptor, and the descriptor itself then points at stderr: whatever else writes
+        # there (a subprocess, C code, a logging handler the site bound to sys.stdout) lands
+        # on stderr instead of between messages.
+        wire = _own_stdout(saved)
         protocol_out = io.TextIOWrapper(
-            saved.buffer, encoding="utf-8", newline="\n", write_through=True
+            wire if wire is not None else saved.buffer,
+            encoding="utf-8",
+            newline="\n",
+            write_through=True,
         )
-        # Only protocol messages may reach stdout: everything else goes to stderr.
         sys.stdout = sys.stderr
         logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
         try:
@@ -59,3 +67,19 @@ class Command(BaseCommand):
             protocol_out.detach()
             protocol_in.detach()
             sys.stdout = saved
+            if wire is not None:
+                os.dup2(wire.fileno(), saved.fileno())
+                wire.close()
+
+
+def _own_stdout(stdout: Any) -> io.BufferedWriter[io.FileIO] | None:
+    """A writer on a copy of ``stdout``'s descriptor, which is pointed at stderr; ``None`` when
+    stdout has no descriptor (a test's ``StringIO``)."""
+    try:
+        out_fd, err_fd = stdout.fileno(), sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        return None
+    stdout.flush()
+    wire = io.BufferedWriter(io.FileIO(os.dup(out_fd), "w"))
+    os.dup2(err_fd, out_fd)
+    return wire
