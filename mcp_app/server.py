@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, TypeVar
@@ -105,6 +106,10 @@ class Server:
         )
         self.engine = SettingsEngine(self.options)
         self._lock = threading.RLock()
+        # The endpoint views ``urls`` built: a route serves a request itself only for one of
+        # these, never for a view wrapped around one (login_required and other decorators
+        # copy the view's attributes, SERVER_ATTRIBUTE with them, onto their wrapper).
+        self._views: weakref.WeakSet[Any] = weakref.WeakSet()
         self._tools: dict[str, ToolDef] = {}
         self._resources: dict[str, ResourceDef] = {}
         self._templates: dict[str, TemplateDef] = {}
@@ -476,6 +481,13 @@ class Server:
             self.__dict__["_endpoint"] = endpoint
         return endpoint
 
+    def is_endpoint(self, view: Any) -> bool:
+        """Whether ``view`` is one of this server's endpoint views as ``urls`` built it."""
+        try:
+            return view in self._views
+        except TypeError:  # an object no weak reference can be made to
+            return False
+
     @property
     def urls(self) -> tuple[list[Any], str, str]:
         """URL patterns for ``path("mcp", server.urls)``, as ``admin.site.urls`` is used."""
@@ -486,6 +498,7 @@ class Server:
         view: Any = sync_view(self) if conf.VIEW == "sync" else async_view(self)
         # How mcp_app.asgi.route knows this view's requests, to serve them itself.
         setattr(view, SERVER_ATTRIBUTE, self)
+        self._views.add(view)
         # Both ``/mcp`` and ``/mcp/`` answer, so no client is redirected (a POST cannot be).
         patterns = [re_path(r"^(?:/)?$", view, name="endpoint")]
         return patterns, "mcp_app", self.name

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 from asgiref.sync import SyncToAsync, async_to_sync, sync_to_async
 from django.conf import settings
+from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_not_required
 from django.contrib.sessions.backends.db import SessionStore
@@ -49,7 +50,6 @@ from mcp_app.asgi import Route, route
 from mcp_app.conf import conf
 from mcp_app.delivery import backend
 from mcp_app.protocol.context import RequestContext
-from mcp_app.server import SERVER_ATTRIBUTE
 from mcp_app.transport import views
 from mcp_app.transport.http import Call
 from mcp_app.transport.views import async_view, sync_view
@@ -229,15 +229,21 @@ def reports_then_waits(arguments: JSON, context: RequestContext) -> str:
 
 def _login_not_required_view() -> Any:
     # A view of its own: login_not_required marks the function it is given.
-    view = async_view(extra)
-    setattr(view, SERVER_ATTRIBUTE, extra)
-    return login_not_required(view)
+    patterns, _app, _name = extra.urls
+    return login_not_required(patterns[0].callback)
+
+
+def _staff_only_view() -> Any:
+    # A decorator that wraps the view (and copies its attributes onto the wrapper).
+    patterns, _app, _name = extra.urls
+    return staff_member_required(patterns[0].callback)
 
 
 urlpatterns = [
     *site_patterns,
     path("extra/mcp", extra.urls),
     path("exempt/mcp", _login_not_required_view()),
+    path("staff/mcp", _staff_only_view()),
     # The async view whatever MCP_VIEW says, for what only it does under Django's handler.
     path("extra-async/mcp", async_view(extra)),
     path("extra-sync/mcp", sync_view(extra)),
@@ -810,6 +816,22 @@ def test_login_required_middleware_turns_an_anonymous_caller_away_as_django_does
         cookie = {"Cookie": f"sessionid={browser.cookies['sessionid'].value}"}
         signed_in = mcp_call(application, "tools/list", path_="/extra/mcp", headers=cookie)
         assert signed_in.status == 200
+
+
+@pytest.mark.parametrize("through", ["route", "django", "wsgi-route"])
+def test_a_decorator_around_the_endpoint_view_runs_through_the_routes_too(through: str) -> None:
+    django = get_asgi_application()
+    application: Any = route(django) if through == "route" else django
+    if through == "wsgi-route":
+        application = mcp_app.wsgi.route(get_wsgi_application())
+    anonymous = mcp_call(application, "tools/list", path_="/staff/mcp")
+    assert anonymous.status == 302
+    assert anonymous.headers["location"].startswith("/admin/login/?next=/staff/mcp")
+    staff = get_user_model().objects.create_user("ada", "ada@example.com", None, is_staff=True)
+    browser = Client()
+    browser.force_login(staff)
+    cookie = {"Cookie": f"sessionid={browser.cookies['sessionid'].value}"}
+    assert mcp_call(application, "tools/list", path_="/staff/mcp", headers=cookie).status == 200
 
 
 @pytest.mark.parametrize("view", ["extra-async", "extra-sync"])

@@ -10,10 +10,13 @@ from typing import Any
 
 import pytest
 from asgiref.local import Local
+from django.contrib.admin.views.decorators import staff_member_required
+from django.contrib.auth.decorators import login_not_required, login_required, permission_required
 from django.test import RequestFactory, override_settings
 from django.urls import clear_url_caches, path
 from django.utils import timezone, translation
 from django.utils.translation import trans_real
+from django.views.decorators.cache import cache_page
 
 import mcp_app
 from mcp_app.transport.bare import HOOKS, endpoint, log_status
@@ -70,6 +73,35 @@ def test_an_endpoint_added_to_the_urlconf_is_found_once_url_caches_are_cleared()
             clear_url_caches()
             found = endpoint("/grown/mcp")
             assert found is not None and found[0] is mcp_app.site
+    finally:
+        del sys.modules[module.__name__]
+        clear_url_caches()
+
+
+@pytest.mark.parametrize(
+    "wrap",
+    [login_required, staff_member_required, permission_required("auth.view_user"), cache_page(5)],
+    ids=["login_required", "staff_member_required", "permission_required", "cache_page"],
+)
+def test_a_view_wrapped_around_the_endpoint_is_left_to_djangos_handler(wrap: Any) -> None:
+    # functools.wraps copies the view's attributes, the server's mark with them, onto the
+    # wrapper: the routes must not take it for the endpoint and skip the decorator's check.
+    patterns, _app, _name = mcp_app.site.urls
+    plain = patterns[0].callback
+    module = types.ModuleType("tests.urlconf_with_wrapped_endpoint")
+    module.urlpatterns = [  # type: ignore[attr-defined]
+        path("plain/mcp", plain),
+        path("wrapped/mcp", wrap(plain)),
+        path("not-required/mcp", login_not_required(plain)),  # marks the view itself
+    ]
+    sys.modules[module.__name__] = module
+    try:
+        with override_settings(ROOT_URLCONF=module.__name__):
+            clear_url_caches()
+            assert endpoint("/wrapped/mcp") is None
+            for served in ("/plain/mcp", "/not-required/mcp"):
+                found = endpoint(served)
+                assert found is not None and found[0] is mcp_app.site
     finally:
         del sys.modules[module.__name__]
         clear_url_caches()

@@ -54,7 +54,11 @@ def _resolve(resolver: URLResolver, path_info: str) -> tuple[Server, ResolverMat
     except Resolver404:
         return None
     server = getattr(match.func, SERVER_ATTRIBUTE, None)
-    return None if server is None else (server, match)
+    # The view itself, not a wrapper that copied its attributes (login_required and the
+    # like): a wrapped view is Django's handler's to run, with its checks.
+    if server is None or not server.is_endpoint(match.func):
+        return None
+    return server, match
 
 
 class BareHooks(Hooks):
