@@ -507,8 +507,13 @@ class Catalog:
             out[kind] = h.hexdigest()
         return out
 
-    def find_template(self, uri: str) -> tuple[TemplateDef, dict[str, str]] | None:
+    def find_template(
+        self, uri: str, usable: Callable[[TemplateDef], bool] | None = None
+    ) -> tuple[TemplateDef, dict[str, str]] | None:
+        """The first template matching ``uri`` (of those ``usable`` accepts), and its values."""
         for template in self.templates:
+            if usable is not None and not usable(template):
+                continue
             variables = template.matcher.match(uri)
             if variables is not None:
                 return template, variables

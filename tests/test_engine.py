@@ -599,6 +599,36 @@ def resource(uri: str, value: Any, mime_type: str | None = None) -> ResourceDef:
     return ResourceDef(uri=uri, name=uri, handler=returning(value), mime_type=mime_type)
 
 
+class Gatekeeper(Engine):
+    """An engine whose callers may use only definitions whose permission is "open"."""
+
+    def permitted(self, definition: Any, ctx: RequestContext) -> bool:
+        return bool(definition.permission == "open")
+
+
+def test_a_hidden_template_claims_no_uri_of_a_visible_one_after_it() -> None:
+    hidden = TemplateDef(
+        uri_template="docs://{+path}", name="hidden", handler=returning("secret"), permission="x"
+    )
+    public = TemplateDef(
+        uri_template="docs://{+rest}",
+        name="public",
+        handler=lambda v, c: f"public {v['rest']}",
+        permission="open",
+        complete={"rest": lambda value, ctx: ["a"]},
+    )
+    catalog = Catalog(1, templates=[hidden, public])
+    engine, ctx = Gatekeeper(ServerOptions()), make_ctx()
+    read = engine.handle("resources/read", {"uri": "docs://x"}, ctx, catalog)
+    assert read["contents"][0]["text"] == "public x"
+    assert engine.hides("docs://x", ctx, catalog) is False
+    # With no visible template, the URI is hidden, and reads as one that does not exist.
+    alone = Catalog(2, templates=[hidden])
+    assert engine.hides("docs://x", ctx, alone) is True
+    with pytest.raises(ResourceNotFound):
+        engine.handle("resources/read", {"uri": "docs://x"}, ctx, alone)
+
+
 @pytest.mark.parametrize("uri", [None, "", 5])
 def test_read_needs_a_uri(uri: Any) -> None:
     with pytest.raises(InvalidParams, match="needs a 'uri'"):

@@ -213,8 +213,11 @@ class Engine:
         resource = catalog.resource_map.get(uri)
         if resource is not None:
             return self.visible(resource, ctx) is None
-        found = catalog.find_template(uri)
-        return found is not None and self.visible(found[0], ctx) is None
+        if catalog.find_template(uri) is None:
+            return False
+        # Hidden only if no template the caller may read matches it (a hidden one claims no
+        # URI of a visible one read after it).
+        return catalog.find_template(uri, lambda t: self.visible(t, ctx) is not None) is None
 
     def _page(
         self,
@@ -400,8 +403,10 @@ class Engine:
             value = self._run(resource.handler, resource.is_async, ctx)
             mime_type = resource.mime_type
         else:
-            found = catalog.find_template(uri)
-            if found is None or self.visible(found[0], ctx) is None:
+            # The first template the caller may read: one hidden from it matches nothing, as
+            # if it did not exist.
+            found = catalog.find_template(uri, lambda t: self.visible(t, ctx) is not None)
+            if found is None:
                 raise ResourceNotFound(uri)
             template, variables = found
             ctx.definition = template
@@ -463,8 +468,13 @@ class Engine:
                 raise InvalidParams(f"Unknown prompt: {ref.get('name')}")
         elif ref.get("type") == "ref/resource":
             uri = str(ref.get("uri"))
-            target = self.visible(
-                next((t for t in catalog.templates if t.uri_template == uri), None), ctx
+            target = next(
+                (
+                    t
+                    for t in catalog.templates
+                    if t.uri_template == uri and self.visible(t, ctx) is not None
+                ),
+                None,
             )
             if target is None:
                 raise InvalidParams(f"Unknown resource template: {uri}")
