@@ -329,7 +329,9 @@ class _Runner:
         self.tool = tool
         self.work = work
         self.params = dict(params)
-        # A context of its own: the request it came from has been answered.
+        # A context of its own: the request it came from has been answered (so its transport
+        # request is not kept). The first round sees what the handler saw of earlier rounds
+        # (their answers and state), as the work run at once would.
         self.ctx = RequestContext(
             method="tools/call",
             params=self.params,
@@ -338,6 +340,8 @@ class _Runner:
             client_info=request_ctx.client_info,
             user=request_ctx.user,
             server=request_ctx.server,
+            input_responses=request_ctx.input_responses,
+            state=request_ctx.state,
         )
         self.ctx.follows_tasks = True
         self.ctx.task_id = task.id

@@ -166,6 +166,18 @@ def asks_first(arguments: JSON, context: RequestContext) -> Any:
     return run_as_task(lambda task: f"Hello, {answer['content']['name']}!")
 
 
+@jobs.tool(name="asks-then-works", task="optional")
+def asks_then_works(arguments: JSON, context: RequestContext) -> Any:
+    if context.input_response("name") is None:
+        return input_required({"name": elicit("Name?")}, state={"asked": True})
+
+    def work(task: RequestContext) -> str:
+        # What the handler saw of its rounds, read by the work: in a task as at once.
+        return f"Hello, {task.input_response('name')['content']['name']}! state={task.state}"
+
+    return run_as_task(work)
+
+
 plain = mcp_app.Server("tasks-tests-plain", rows=False)
 
 
@@ -516,6 +528,20 @@ def test_input_asked_before_the_task_is_a_multi_round_trip_of_the_request() -> N
     second = post("tools/call", params, capabilities=FOLLOWS).json()["result"]
     assert second["resultType"] == "task" and "requestState" not in second
     assert terminal(second["taskId"])["result"]["content"][0]["text"] == "Hello, Ada!"
+
+
+@pytest.mark.parametrize("capabilities", [FOLLOWS, {"elicitation": {}}], ids=["task", "at-once"])
+def test_the_work_sees_the_answers_and_state_of_the_requests_rounds(capabilities: JSON) -> None:
+    first = call("asks-then-works", capabilities=capabilities)["result"]
+    params = {
+        "name": "asks-then-works",
+        "arguments": {},
+        "inputResponses": {"name": {"action": "accept", "content": {"name": "Ada"}}},
+        "requestState": first["requestState"],
+    }
+    second = post("tools/call", params, capabilities=capabilities).json()["result"]
+    result = terminal(second["taskId"])["result"] if "taskId" in second else second
+    assert result["content"][0]["text"] == "Hello, Ada! state={'asked': True}"
 
 
 # -- cancelling --------------------------------------------------------------------------------------

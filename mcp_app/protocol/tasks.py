@@ -41,7 +41,8 @@ def run_as_task(work: Callable[[Any], Any]) -> TaskWork:
     """Return this from a tool that supports tasks to go on as a task.
 
     ``work`` is called with the request context, in a thread of its own when a task runs it
-    (its ``cancelled`` event is set by ``tasks/cancel``), and returns what a handler returns:
+    (its ``cancelled`` event is set by ``tasks/cancel``; it has the request's answers and state,
+    not its transport ``request``, which has been answered), and returns what a handler returns:
     a result, or ``input_required(...)`` to ask the client, which answers with ``tasks/update``
     and ``work`` is called again with the answers. A client that did not declare the tasks
     extension gets the result of ``work`` done at once, as if the handler had returned it.
