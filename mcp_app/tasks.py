@@ -63,6 +63,18 @@ def running() -> frozenset[str]:
         return frozenset(_watcher.tasks)
 
 
+def end_running(message: str) -> int:
+    """Fail every task this process runs, with ``message``, and tell its work to stop; how
+    many. For a process about to end (a stdio session whose client left): its tasks would
+    otherwise read as working until their lease ran out."""
+    with _watcher.lock:
+        runners = list(_watcher.tasks.values())
+    for runner in runners:
+        runner.ctx.cancelled.set()
+        runner.end(wire.FAILED, InternalError(message).to_error())
+    return len(runners)
+
+
 def _channel(endpoint: Endpoint, task_id: str) -> str:
     return endpoint.server.channel(f"task:{task_id}")
 

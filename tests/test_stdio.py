@@ -291,6 +291,44 @@ def test_a_task_started_before_the_cancel_is_still_answered() -> None:
         time.sleep(0.01)
 
 
+def test_tasks_still_running_when_the_session_ends_are_failed_at_once() -> None:
+    from mcp_app import run_as_task, tasks
+    from mcp_app.models import Task
+    from mcp_app.protocol.tasks import EXTENSION
+
+    own = mcp_app.Server("stdio-task-left", rows=False)
+    stopped = threading.Event()
+
+    @own.tool(task="optional")
+    def long_job(arguments: dict[str, Any], context: Any) -> Any:
+        def work(task: Any) -> str:
+            if task.cancelled.wait(10):
+                stopped.set()
+            return "finished"
+
+        return run_as_task(work)
+
+    call = request(9, "tools/call", {"name": "long_job"})
+    caps = {"extensions": {EXTENSION: {}}}
+    call["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] = caps
+    out = Lines()
+    started = time.monotonic()
+    try:
+        StdioServer(own, io.StringIO(json.dumps(call) + "\n"), out).serve()
+    finally:
+        mcp_app.server.servers.pop("stdio-task-left", None)
+    task_id = by_id(out.messages())[9]["result"]["taskId"]
+    # Not left "working" for the lease's 60 s: failed as the session ended, its work told.
+    assert task_id not in tasks.running()
+    row = Task.objects.get(pk=task_id)
+    assert (row.status, row.error["message"]) == (
+        "failed",
+        "The stdio session ended before the task did",
+    )
+    assert stopped.wait(5)
+    assert time.monotonic() - started < 5
+
+
 def test_a_cancelled_requests_id_is_free_at_once() -> None:
     own = mcp_app.Server("stdio-cancel-reuse", rows=False)
     release = threading.Event()

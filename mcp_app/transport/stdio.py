@@ -91,6 +91,12 @@ class StdioServer:
             left = list(self._calls.values())
         for ctx in left:
             ctx.cancelled.set()
+        # The process ends with the session: its tasks end now, not when their leases run out.
+        from ..tasks import end_running
+
+        ended = end_running("The stdio session ended before the task did")
+        if ended:
+            logger.warning("Failed %d task(s) still running when the stdio session ended", ended)
 
     # -- reading -------------------------------------------------------------------------
 
