@@ -203,6 +203,30 @@ def test_listen_acknowledges_and_streams_until_cancelled() -> None:
     )
 
 
+def test_a_change_made_while_the_acknowledgement_is_written_follows_it() -> None:
+    own = mcp_app.Server("stdio-listen-window", rows=False)
+
+    class Out(Lines):
+        def write(self, text: str) -> int:
+            written = super().write(text)
+            if "subscriptions/acknowledged" in text:
+                # A change lands while the client is still reading the acknowledgement.
+                own.add_tool(lambda a, c: "x", name="arrived")
+            return written
+
+    listen = request(4, "subscriptions/listen", {"notifications": {"toolsListChanged": True}})
+    out = Out()
+    try:
+        StdioServer(own, io.StringIO(json.dumps(listen) + "\n"), out).serve()
+    finally:
+        mcp_app.server.servers.pop("stdio-listen-window", None)
+    methods = [m.get("method") for m in out.messages()]
+    assert methods == [
+        "notifications/subscriptions/acknowledged",
+        "notifications/tools/list_changed",
+    ]
+
+
 def test_a_cancel_naming_no_valid_request_id_cancels_nothing() -> None:
     own = mcp_app.Server("stdio-cancel-other", rows=False)
 
@@ -297,11 +321,12 @@ def test_tasks_still_running_when_the_session_ends_are_failed_at_once() -> None:
     from mcp_app.protocol.tasks import EXTENSION
 
     own = mcp_app.Server("stdio-task-left", rows=False)
-    stopped = threading.Event()
+    working, stopped = threading.Event(), threading.Event()
 
     @own.tool(task="optional")
     def long_job(arguments: dict[str, Any], context: Any) -> Any:
         def work(task: Any) -> str:
+            working.set()
             if task.cancelled.wait(10):
                 stopped.set()
             return "finished"
@@ -311,10 +336,18 @@ def test_tasks_still_running_when_the_session_ends_are_failed_at_once() -> None:
     call = request(9, "tools/call", {"name": "long_job"})
     caps = {"extensions": {EXTENSION: {}}}
     call["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] = caps
+    reader, writer = os.pipe()
+    inbox, feed = os.fdopen(reader, "r"), os.fdopen(writer, "w")
     out = Lines()
-    started = time.monotonic()
+    session = threading.Thread(target=StdioServer(own, inbox, out).serve, daemon=True)
+    session.start()
     try:
-        StdioServer(own, io.StringIO(json.dumps(call) + "\n"), out).serve()
+        feed.write(json.dumps(call) + "\n")
+        feed.flush()
+        assert working.wait(5)
+        started = time.monotonic()
+        feed.close()  # the client leaves while the work runs
+        session.join(10)
     finally:
         mcp_app.server.servers.pop("stdio-task-left", None)
     task_id = by_id(out.messages())[9]["result"]["taskId"]

@@ -263,21 +263,37 @@ class StdioServer:
         except ProtocolError as exc:
             self.write(jsonrpc.error_response(req.id, exc))
             return
-        for event in listen.opening():
-            self.write(event.message or {})
-        self._follow(req.id, listen)
+        self._follow(req.id, listen, [event.message or {} for event in listen.opening()])
 
-    def _follow(self, key: Any, stream: _Followed) -> None:
-        """Write what ``stream`` makes of its deliveries, until ``end_listen(key)``; a stream
-        that renews checks access again, as HTTP streams do."""
+    def _follow(self, key: Any, stream: _Followed, opening: list[JSON]) -> None:
+        """Write ``opening``, then what ``stream`` makes of its deliveries, until
+        ``end_listen(key)``; a stream that renews checks access again, as HTTP streams do.
+
+        Subscribed before ``opening`` is written, so that nothing delivered in between is
+        lost; what is, is held and written after it.
+        """
+        # Reentrant: a backend that delivers in the publishing thread may do so from a write.
+        lock = threading.RLock()
+        held: list[JSON] | None = []
 
         def sink(channel: str, message: JSON) -> None:
-            for event in stream.notifications(channel, message):
-                self.write(event.message or {})
+            events = [event.message or {} for event in stream.notifications(channel, message)]
+            with lock:
+                if held is not None:
+                    held.extend(events)
+                    events = []
+            for event in events:
+                self.write(event)
             if stream.stale:
                 self._renewals.wake()
 
         unsubscribe = backend().subscribe(stream.channels, sink)
+        with lock:
+            for message in opening:
+                self.write(message)
+            for message in held or ():
+                self.write(message)
+            held = None
         forget = self._renewals.add(stream) if stream.renews else None
 
         def end() -> None:
@@ -356,12 +372,15 @@ class StdioServer:
         key = f"updated:{uri}"
         self.end_listen(key)
         legacy = self.endpoint.legacy
+        answer = jsonrpc.result_response(request_id, {})
         if method == "resources/subscribe" and not legacy.hides(uri, session, self.user):
             self._follow(
                 key,
                 _Subscription(self.server, uri, lambda: legacy.hides(uri, session, self.user)),
+                [answer],
             )
-        self.write(jsonrpc.result_response(request_id, {}))
+        else:
+            self.write(answer)
 
 
 class _Followed(Protocol):
