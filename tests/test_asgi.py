@@ -773,9 +773,7 @@ def test_without_authentication_classes_the_session_user_counts(
     assert loads == []
 
     grace = get_user_model().objects.create_user("grace", "grace@example.com", None)
-    browser = Client()
-    browser.force_login(grace)
-    cookie = f"sessionid={browser.cookies['sessionid'].value}"
+    cookie = _signed_in(grace)["Cookie"]
     loads.clear()
     assert caller(cookie) == "grace"
     assert len(loads) == 1
@@ -800,10 +798,7 @@ def test_login_required_middleware_turns_an_anonymous_caller_away_as_django_does
     ]
     with override_settings(MIDDLEWARE=login_required, LOGIN_URL="/login/"):
         # Django's handler reads MIDDLEWARE when it is made.
-        django = get_asgi_application()
-        application: Any = route(django) if through == "route" else django
-        if through == "wsgi-route":
-            application = mcp_app.wsgi.route(get_wsgi_application())
+        application = _entry(through)
         anonymous = mcp_call(application, "tools/list", path_="/extra/mcp")
         assert anonymous.status == 302
         assert anonymous.headers["location"] == "/login/?next=/extra/mcp"
@@ -811,26 +806,34 @@ def test_login_required_middleware_turns_an_anonymous_caller_away_as_django_does
         assert exempt.status == 200
 
         grace = get_user_model().objects.create_user("grace", "grace@example.com", None)
-        browser = Client()
-        browser.force_login(grace)
-        cookie = {"Cookie": f"sessionid={browser.cookies['sessionid'].value}"}
+        cookie = _signed_in(grace)
         signed_in = mcp_call(application, "tools/list", path_="/extra/mcp", headers=cookie)
         assert signed_in.status == 200
 
 
+def _entry(through: str) -> Any:
+    """The site's application through the ASGI route, Django's ASGI handler or the WSGI route."""
+    if through == "wsgi-route":
+        return mcp_app.wsgi.route(get_wsgi_application())
+    django = get_asgi_application()
+    return route(django) if through == "route" else django
+
+
+def _signed_in(user: Any) -> dict[str, str]:
+    """The Cookie header of a session ``user`` is logged in to."""
+    browser = Client()
+    browser.force_login(user)
+    return {"Cookie": f"sessionid={browser.cookies['sessionid'].value}"}
+
+
 @pytest.mark.parametrize("through", ["route", "django", "wsgi-route"])
 def test_a_decorator_around_the_endpoint_view_runs_through_the_routes_too(through: str) -> None:
-    django = get_asgi_application()
-    application: Any = route(django) if through == "route" else django
-    if through == "wsgi-route":
-        application = mcp_app.wsgi.route(get_wsgi_application())
+    application = _entry(through)
     anonymous = mcp_call(application, "tools/list", path_="/staff/mcp")
     assert anonymous.status == 302
     assert anonymous.headers["location"].startswith("/admin/login/?next=/staff/mcp")
     staff = get_user_model().objects.create_user("ada", "ada@example.com", None, is_staff=True)
-    browser = Client()
-    browser.force_login(staff)
-    cookie = {"Cookie": f"sessionid={browser.cookies['sessionid'].value}"}
+    cookie = _signed_in(staff)
     assert mcp_call(application, "tools/list", path_="/staff/mcp", headers=cookie).status == 200
 
 
