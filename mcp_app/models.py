@@ -755,12 +755,18 @@ class ResourceTemplate(Definition):
             others = others.exclude(pk=self.pk)
         # The very same template is the unique constraint's to refuse.
         others = others.exclude(uri_template=self.uri_template)
+        # Read first as the catalog orders rows: by the database's collation of names.
+        before = set(
+            others.filter(
+                models.Q(order__lt=self.order) | models.Q(order=self.order, name__lt=self.name)
+            ).values_list("pk", flat=True)
+        )
         for other in others.only("name", "uri_template", "order"):
             try:
                 theirs = URITemplate(other.uri_template)
             except URITemplateError:
                 continue  # a row saved without validation: left out of the catalog anyway
-            first = (other.order, other.name) < (self.order, self.name)
+            first = other.pk in before
             hidden, by = (mine, theirs) if first else (theirs, mine)
             if rows.covers(by, hidden):
                 _add(

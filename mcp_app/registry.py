@@ -512,10 +512,9 @@ class Catalog:
     ) -> tuple[TemplateDef, dict[str, str]] | None:
         """The first template matching ``uri`` (of those ``usable`` accepts), and its values."""
         for template in self.templates:
-            if usable is not None and not usable(template):
-                continue
             variables = template.matcher.match(uri)
-            if variables is not None:
+            # Matched first: a permission check runs only for templates that match.
+            if variables is not None and (usable is None or usable(template)):
                 return template, variables
         return None
 

@@ -988,14 +988,26 @@ class _Restyle:
         return cls(changes, access(row))
 
     def apply(self, tool: ToolDef) -> ToolDef:
+        """The tool as restyled.
+
+        Raises:
+            DefinitionError: the result is not a valid tool.
+        """
         changes = dict(self.changes)
         if "input_schema" in changes and tool.code_input_schema is None:
             # Arguments must still pass the code's schema: its handler relies on it.
             changes["code_input_schema"] = tool.input_schema
-        if self.access is not None:
-            own = tool.permission
-            changes["permission"] = self.access if own is None else _Both(own, self.access)
-        return dataclasses.replace(tool, **changes)
+        return dataclasses.replace(self.limited(tool), **changes)
+
+    def limited(self, tool: ToolDef) -> ToolDef:
+        """The tool with only the row's access limit added: what a restyling that is not a
+        valid tool still applies, so that it fails closed."""
+        if self.access is None:
+            return tool
+        own = tool.permission
+        return dataclasses.replace(
+            tool, permission=self.access if own is None else _Both(own, self.access)
+        )
 
 
 def restyled(tool: ToolDef, row: Tool) -> ToolDef:
@@ -1177,11 +1189,15 @@ class _Rows:
     def restyle(self, tool: ToolDef) -> ToolDef:
         done = self.memo.get(tool)
         if done is None:
+            restyle = self.restyles[tool.name]
             try:
-                done = self.restyles[tool.name].apply(tool)
+                done = restyle.apply(tool)
             except DefinitionError as exc:
-                logger.warning("tool row restyling %r is ignored: %s", tool.name, exc)
-                done = tool
+                # Its access limit still applies: who the row kept out stays out.
+                logger.warning(
+                    "tool row restyling %r is ignored but for its access limit: %s", tool.name, exc
+                )
+                done = restyle.limited(tool)
             self.memo[tool] = done
         return done
 
@@ -1356,8 +1372,9 @@ def code_uri_templates(server_name: str) -> frozenset[str]:
 
 
 #: Values a template is expanded with to tell whether another matches all its URIs: unlike
-#: each other in length and in the characters they hold.
-_PROBES = ("x", "a-1", "Z_9.q")
+#: each other in length and in the characters they hold, reserved ones among them (which
+#: ``{+x}`` and ``{#x}`` keep and ``{x}`` encodes).
+_PROBES = ("x", "a-1", "Z_9.q", "a/b", "p:q?r#s@t")
 
 
 def covers(first: URITemplate, later: URITemplate) -> bool:

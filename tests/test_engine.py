@@ -622,6 +622,21 @@ def test_a_hidden_template_claims_no_uri_of_a_visible_one_after_it() -> None:
     read = engine.handle("resources/read", {"uri": "docs://x"}, ctx, catalog)
     assert read["contents"][0]["text"] == "public x"
     assert engine.hides("docs://x", ctx, catalog) is False
+    # Only templates that match the URI have their permission asked.
+    asked: list[str] = []
+
+    class Counting(Gatekeeper):
+        def permitted(self, definition: Any, ctx: RequestContext) -> bool:
+            asked.append(definition.name)
+            return super().permitted(definition, ctx)
+
+    other = TemplateDef(
+        uri_template="other://{x}", name="other", handler=returning("o"), permission="x"
+    )
+    Counting(ServerOptions()).handle(
+        "resources/read", {"uri": "docs://x"}, ctx, Catalog(3, templates=[other, hidden, public])
+    )
+    assert asked == ["hidden", "public"]
     # With no visible template, the URI is hidden, and reads as one that does not exist.
     alone = Catalog(2, templates=[hidden])
     assert engine.hides("docs://x", ctx, alone) is True

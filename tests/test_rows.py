@@ -149,6 +149,23 @@ def test_every_kind_of_row_follows_the_code_definitions(server: Server) -> None:
     }
 
 
+def test_a_restyling_that_is_not_a_valid_tool_still_limits_who_may_use_it(
+    server: Server, caplog: pytest.LogCaptureFixture
+) -> None:
+    from django.contrib.auth.models import AnonymousUser, Group
+
+    # Saved through the ORM (or valid before a rule was added): "_" in an x-mcp-header name.
+    schema = {"type": "object", "properties": {"t": {"type": "string", "x-mcp-header": "X_T"}}}
+    row = tool_row("beta", overrides_code=True, handler="", input_schema=schema)
+    row.groups.add(Group.objects.create(name="beta-users"))
+    with caplog.at_level(logging.WARNING, logger="mcp_app"):
+        beta = server.catalog().tool_map["beta"]
+    assert "restyling 'beta' is ignored but for its access limit" in caplog.text
+    # The code's tool as it is, but only for the row's group: the row fails closed.
+    assert "x-mcp-header" not in str(beta.input_schema)
+    assert beta.permission is not None and beta.permission(AnonymousUser()) is False
+
+
 def test_rows_the_catalog_cannot_take_are_left_out_and_logged(
     server: Server, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -684,6 +701,10 @@ def test_templates_of_one_shape_differ_only_in_their_variables_names(
         ("notes://{a}{;b}", "notes://{a}{;c}", False),
         ("f://{a}.json", "f://{a}", False),
         ("x://{b}", "x://{a}{?q}", False),
+        # {+path} and {#frag} keep reserved characters that {id} would encode.
+        ("notes://{id}", "notes://{+path}", False),
+        ("notes://{id}", "notes://{#frag}", False),
+        ("notes://{+path}", "notes://{id}", True),
     ],
 )
 def test_covers_tells_whether_one_template_matches_every_uri_of_another(

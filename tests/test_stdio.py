@@ -599,12 +599,17 @@ def test_output_to_stdout_other_than_messages_goes_to_stderr(stdio_db: Path) -> 
     }
     tampered = request(1, "tools/call", {"name": "greet", "requestState": "not-signed"})
     lines = "".join(json.dumps(m) + "\n" for m in [tampered, request(2, "tools/list")])
+    # And code that kept the stdout object from before writes to it without flushing.
+    env.pop("PYTHONUNBUFFERED", None)
     script = (
-        "import subprocess; from django.core.management import execute_from_command_line\n"
-        "import mcp_app.transport.stdio as s; original = s.StdioServer.serve\n"
+        "import subprocess, sys; from django.core.management import execute_from_command_line\n"
+        "import mcp_app.transport.stdio as s; original = s.StdioServer.serve; kept = sys.stdout\n"
         "def serve(self):\n"
         "    subprocess.run(['echo', 'from a subprocess'], check=True)\n"
-        "    return original(self)\n"
+        "    try:\n"
+        "        return original(self)\n"
+        "    finally:\n"
+        "        kept.write('through a kept stdout\\n')  # after the last flush by logging\n"
         "s.StdioServer.serve = serve\n"
         "execute_from_command_line(['manage.py', 'mcp_stdio'])"
     )
@@ -622,6 +627,7 @@ def test_output_to_stdout_other_than_messages_goes_to_stderr(stdio_db: Path) -> 
     assert out[1]["error"]["code"] == -32602
     assert "requestState failed verification for tools/call" in done.stderr.decode()
     assert "from a subprocess" in done.stderr.decode()
+    assert "through a kept stdout" in done.stderr.decode()
 
 
 class Renewals:

@@ -687,9 +687,13 @@ def test_a_refused_session_answers_the_requests_id(
     assert response.status_code == status
     assert response.json()["id"] == request_id
     assert response.json()["error"]["message"] == message
-    # An id a request cannot have is not echoed.
+    # An id a request cannot have is not echoed, nor a response's (an error answers no response).
     body["id"] = True
     assert post_raw(Client(), body, **headers).json().get("id") is None
+    response = {"jsonrpc": "2.0", "id": request_id, "result": {}}
+    refused = post_raw(Client(), response, **headers)
+    assert refused.status_code == status
+    assert refused.json().get("id") is None
 
 
 def test_a_sessions_request_under_the_stateless_revisions_header_is_judged_by_its_rules(

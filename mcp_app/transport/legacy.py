@@ -367,10 +367,13 @@ class LegacyEndpoint:
                 )
                 return error_reply(None, InvalidRequest(problem), 400)
             return self.initialize(message, incoming)
-        request_id = message.get("id") if isinstance(message, dict) else None
-        session, refused = self.session(
-            incoming, request_id if jsonrpc.valid_id(request_id) else None
+        # A request's id, when it can be read: a refused response or notification gets none.
+        request_id = (
+            message.get("id")
+            if isinstance(message, dict) and jsonrpc.classify(message) == "request"
+            else None
         )
+        session, refused = self.session(incoming, request_id)
         if session is None:
             return refused  # type: ignore[return-value]
         if isinstance(message, list):

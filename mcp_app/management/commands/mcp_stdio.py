@@ -68,6 +68,8 @@ class Command(BaseCommand):
             protocol_in.detach()
             sys.stdout = saved
             if wire is not None:
+                # What was written to the old stdout object meanwhile goes where it went.
+                saved.flush()
                 os.dup2(wire.fileno(), saved.fileno())
                 wire.close()
 
