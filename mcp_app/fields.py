@@ -72,10 +72,10 @@ class OrderedJSONField(models.JSONField):
     """A ``JSONField`` whose objects keep their keys in the order they were written.
 
     A database whose JSON type is binary (PostgreSQL's ``jsonb``; Django's
-    ``has_native_json_field``) sorts an object's keys, and a tool's schema would list its properties in another order than its
-    author's, which clients lay their forms out by. There the value is stored as its JSON
-    text, a ``jsonb`` string, and read back parsed; a value stored before, an object, reads as
-    it is. Key lookups (``schema__type``) do not see inside such a string; for a value whose
+    ``has_native_json_field``) sorts an object's keys, and a tool's schema would list its
+    properties in another order than its author's, which clients lay their forms out by.
+    There the value is stored as its JSON text, a ``jsonb`` string, and read back parsed; a
+    value stored before, an object, reads as it is. Key lookups (``schema__type``) do not see inside such a string; for a value whose
     root may itself be a string, use a plain ``JSONField``.
     """
 

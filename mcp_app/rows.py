@@ -594,11 +594,11 @@ def render_for_client(source: str, values: Mapping[str, Any], what: str) -> str:
         raise  # TemplateTooLarge: its message says what to ask for
     except Exception as exc:
         logger.warning("Could not render %s", what, exc_info=True)
-        detail = f"{type(exc).__name__}: {exc}" if conf.TOOL_ERROR_DETAILS else ""
         message = f"Could not render {what} with these arguments"
-        raise InvalidParams(
-            f"{message} ({jsonrpc_clip(detail.rstrip(': '))})" if detail else message
-        ) from exc
+        if conf.TOOL_ERROR_DETAILS:
+            detail = ": ".join(filter(None, (type(exc).__name__, str(exc))))
+            message += f" ({jsonrpc_clip(detail)})"
+        raise InvalidParams(message) from exc
 
 
 def template_error(source: str) -> str | None:

@@ -77,14 +77,12 @@ class Server:
     ) -> None:
         if cache_scope not in ("private", "public"):
             raise ValueError("cache_scope must be 'private' or 'public'")
-        if isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int) or ttl_ms < 0:
+        if not _count(ttl_ms):
             # The wire's ttlMs is a non-negative integer.
             raise ValueError(
                 f"ttl_ms must be a whole number of milliseconds, 0 or more: {ttl_ms!r}"
             )
-        if page_size is not None and (
-            isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 0
-        ):
+        if page_size is not None and not _count(page_size):
             raise ValueError(
                 f"page_size must be a whole number, 0 or more (0 or None: one page): {page_size!r}"
             )
@@ -502,6 +500,11 @@ class Server:
         # Both ``/mcp`` and ``/mcp/`` answer, so no client is redirected (a POST cannot be).
         patterns = [re_path(r"^(?:/)?$", view, name="endpoint")]
         return patterns, "mcp_app", self.name
+
+
+def _count(value: Any) -> bool:
+    """Whether ``value`` is a whole number, 0 or more (``True`` is not one)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 class SettingsEngine(Engine):

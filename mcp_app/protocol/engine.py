@@ -213,11 +213,15 @@ class Engine:
         resource = catalog.resource_map.get(uri)
         if resource is not None:
             return self.visible(resource, ctx) is None
-        if catalog.find_template(uri) is None:
-            return False
         # Hidden only if no template the caller may read matches it (a hidden one claims no
         # URI of a visible one read after it).
-        return catalog.find_template(uri, lambda t: self.visible(t, ctx) is not None) is None
+        if catalog.find_template(uri, self.usable(ctx)) is not None:
+            return False
+        return catalog.find_template(uri) is not None
+
+    def usable(self, ctx: RequestContext) -> Callable[[Any], bool]:
+        """Whether the caller may use a definition (``visible`` as a test)."""
+        return lambda definition: self.visible(definition, ctx) is not None
 
     def _page(
         self,
@@ -405,7 +409,7 @@ class Engine:
         else:
             # The first template the caller may read: one hidden from it matches nothing, as
             # if it did not exist.
-            found = catalog.find_template(uri, lambda t: self.visible(t, ctx) is not None)
+            found = catalog.find_template(uri, self.usable(ctx))
             if found is None:
                 raise ResourceNotFound(uri)
             template, variables = found
@@ -468,13 +472,9 @@ class Engine:
                 raise InvalidParams(f"Unknown prompt: {ref.get('name')}")
         elif ref.get("type") == "ref/resource":
             uri = str(ref.get("uri"))
+            usable = self.usable(ctx)
             target = next(
-                (
-                    t
-                    for t in catalog.templates
-                    if t.uri_template == uri and self.visible(t, ctx) is not None
-                ),
-                None,
+                (t for t in catalog.templates if t.uri_template == uri and usable(t)), None
             )
             if target is None:
                 raise InvalidParams(f"Unknown resource template: {uri}")
