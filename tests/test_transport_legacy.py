@@ -563,6 +563,23 @@ def test_with_the_delivery_backend_down_session_changes_are_still_answered(
     assert "Could not publish on" in caplog.text
 
 
+def test_with_the_delivery_backend_down_a_get_stream_opens_and_a_response_is_refused(
+    session: LegacySession, settings: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    set_mcp(settings, DELIVERY_BACKEND="tests.test_server.BrokenBackend")
+    stream = session.listen()
+    assert stream.answered() == 200
+    assert stream.next().comment == "keep-alive" and stream.ended is False
+    # A client's answer to a server request: the request waiting for it would never hear it.
+    answer = {"jsonrpc": "2.0", "id": "srv-1", "result": {"action": "accept"}}
+    response = session.post(answer)
+    assert response.status_code == 503
+    error = response.json()
+    assert error.get("id") is None and error["error"]["code"] == -32603
+    assert "could not be passed on" in error["error"]["message"]
+    assert "Could not pass on a client's response" in caplog.text
+
+
 # -- Mcp-Session-Id -------------------------------------------------------------------------------
 
 
@@ -1416,6 +1433,38 @@ def test_a_resumed_stream_ends_when_its_session_is_gone(
         release.set()
 
 
+def progress(seq: int) -> JSON:
+    return {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": seq}}
+
+
+def test_a_resumed_stream_that_misses_a_delivery_ends_for_the_client_to_resume_again(
+    session: LegacySession,
+) -> None:
+    from mcp_app.events import stream_channel
+    from mcp_app.transport.legacy import Resume
+
+    channel = stream_channel(mcp_app.site, session.id, "s1")
+    resumed = Resume(mcp_app.site, session.id, "s1", 1, None)
+    (second,) = resumed.notifications(channel, {"seq": 2, "message": progress(2)})
+    assert second.id == "s1-2" and resumed.finished is False
+    # Event 3 was lost on its way: event 4 is not sent in its place.
+    assert resumed.notifications(channel, {"seq": 4, "message": progress(4)}) == []
+    assert resumed.finished is True
+
+
+def test_a_resumed_stream_steps_over_a_hole_in_the_log(session: LegacySession) -> None:
+    from mcp_app.transport.legacy import Resume
+
+    # Event 3 could not be kept: the log never has it, and resuming must not stop there.
+    for seq in (1, 2, 4):
+        StreamEvent.objects.create(
+            session_id=session.id, stream="s2", seq=seq, message=progress(seq)
+        )
+    resumed = Resume(mcp_app.site, session.id, "s2", 1, None)
+    assert [event.id for event in resumed.backlog()] == ["s2-2", "s2-4"]
+    assert resumed.finished is False
+
+
 def resumed_held_call(
     session: LegacySession,
     temporary: Callable[..., None],
@@ -1810,6 +1859,31 @@ def test_a_stream_that_carries_the_messages_again_knows_the_subscriptions_made_m
     assert first.next_message()["method"] == "notifications/tools/list_changed"
     mcp_app.site.notify_resource_updated(WATCHED)
     assert first.next_message() == {
+        "jsonrpc": "2.0",
+        "method": "notifications/resources/updated",
+        "params": {"uri": WATCHED},
+    }
+
+
+def test_a_get_stream_that_missed_a_subscription_message_learns_it_at_its_renewal(
+    session: LegacySession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcp_app.transport import legacy
+
+    stream = session.listen()
+    told = legacy.tell
+
+    def losing(channel: str, message: JSON) -> None:
+        if "subscriptions" not in message:
+            told(channel, message)
+
+    # Lost on its way (a backend reconnecting drops messages); the session keeps it.
+    monkeypatch.setattr(legacy, "tell", losing)
+    session.result_of("resources/subscribe", {"uri": WATCHED})
+    assert Session.objects.get(pk=session.id).subscriptions == [WATCHED]
+    time.sleep(0.5)  # past a renewal (KEEPALIVE_SECONDS is 0.2 here)
+    mcp_app.site.notify_resource_updated(WATCHED)
+    assert stream.next_message() == {
         "jsonrpc": "2.0",
         "method": "notifications/resources/updated",
         "params": {"uri": WATCHED},

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import queue
 import threading
@@ -41,6 +42,8 @@ from ..registry import Catalog
 from ..state import caller_id
 from .listen import KIND_TO_FILTER, LISTS, RESOURCE_KINDS, hidden_uris
 from .sse import Event
+
+logger = logging.getLogger("mcp_app")
 
 if TYPE_CHECKING:
     from .http import Endpoint, Incoming, Reply
@@ -129,9 +132,9 @@ class SessionStream:
 
     def backlog(self) -> list[Event]:
         self.hidden = self._hidden()
-        backend().publish(
-            self.server.channel(f"outbox:{self.session.id}"), {"takeover": self.token}
-        )
+        # Not heard (the backend is down): the older stream carries on, and this one takes
+        # over once a newer stream opens or the older one closes.
+        tell(self.server.channel(f"outbox:{self.session.id}"), {"takeover": self.token})
         return []
 
     def _hidden(self) -> frozenset[str]:
@@ -153,17 +156,19 @@ class SessionStream:
         """Keep the session alive while its client listens, and check again which subscribed
         resources the caller may read; ``False`` once the session is gone (ended elsewhere,
         or cleaned away)."""
-        if sessions.store().get(self.session.id) is None:
+        session = sessions.store().get(self.session.id)
+        if session is None:
             return False
+        # The store has every subscription, those whose message this stream missed too (it
+        # saves them before it tells the streams).
+        self.subscriptions = set(session.subscriptions)
         self.hidden = self._hidden()
         return True
 
     def closed(self) -> None:
         """Tell the session's other GET streams this one is gone."""
         if not self.finished:
-            backend().publish(
-                self.server.channel(f"outbox:{self.session.id}"), {"handback": self.token}
-            )
+            tell(self.server.channel(f"outbox:{self.session.id}"), {"handback": self.token})
 
     def notifications(self, channel: str, message: JSON) -> list[Event]:
         if message.get("ended"):
@@ -320,13 +325,20 @@ class Resume:
     def closed(self) -> None:
         pass
 
-    def _take(self, seq: int, message: JSON) -> list[Event]:
+    def _take(self, seq: int, message: JSON, live: bool = False) -> list[Event]:
         if self.finished:
             return []
         final = is_end(message)
         if seq <= self.seq:
             # The event the client already has: if it was the last, there is nothing more.
             self.finished = self.finished or (seq == self.seq and final)
+            return []
+        if live and seq > self.seq + 1:
+            # A delivery before it was lost (a backend reconnecting drops messages): the
+            # stream ends, and the client resumes from its last event, reading the rest from
+            # the log. The log itself may have a hole (an event that could not be kept), which
+            # the backlog steps over.
+            self.finished = True
             return []
         self.seq = seq
         self.finished = final
@@ -342,7 +354,7 @@ class Resume:
         if channel == self.server.channel(f"outbox:{self.session_id}"):
             self.finished = self.finished or bool(message.get("ended"))
             return []
-        return self._take(int(message.get("seq", 0)), message.get("message") or {})
+        return self._take(int(message.get("seq", 0)), message.get("message") or {}, live=True)
 
 
 class LegacyEndpoint:
@@ -390,7 +402,15 @@ class LegacyEndpoint:
             self.notification(message, session)
             return Reply(202)
         if kind == "response":
-            backend().publish(self.server.channel(f"session:{session.id}"), message)
+            try:
+                backend().publish(self.server.channel(f"session:{session.id}"), message)
+            except Exception:
+                logger.exception("Could not pass on a client's response (session %s)", session.id)
+                # The request waiting for it would never hear of it: the client learns so.
+                unavailable = InternalError(
+                    "The response could not be passed on to the request waiting for it"
+                )
+                return error_reply(None, unavailable, 503)
             return Reply(202)
         return self.request(message, session, incoming)
 
