@@ -407,7 +407,20 @@ def test_param_header_with_a_different_value_is_a_mismatch() -> None:
 
 
 @pytest.mark.parametrize(
-    ("header", "ok"), [("3", True), ("3.0", True), (" 3 ", True), ("4", False), ("three", False)]
+    ("header", "ok"),
+    [
+        ("3", True),
+        ("3.0", True),
+        ("0.3e1", True),
+        (" 3 ", True),
+        ("4", False),
+        ("three", False),
+        # Python reads these as 3; a gateway reading the header as JSON would not.
+        ("+3", False),
+        ("0_3", False),
+        ("03", False),
+        ("3.", False),
+    ],
 )
 def test_integer_arguments_compare_numerically(header: str, ok: bool) -> None:
     if ok:
@@ -419,6 +432,9 @@ def test_integer_arguments_compare_numerically(header: str, ok: bool) -> None:
 
 def test_float_arguments_compare_numerically() -> None:
     call_weather({"days": 2.5}, **{"mcp-param-days": "2.50"})
+    for header in ("+2.5", "2_5e-1", "inf"):
+        with pytest.raises(HeaderMismatch):
+            call_weather({"days": 2.5}, **{"mcp-param-days": header})
 
 
 @pytest.mark.parametrize(

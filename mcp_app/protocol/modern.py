@@ -47,6 +47,9 @@ NAMED = {
 _BASE64_RE = re.compile(r"^=\?base64\?([A-Za-z0-9+/]*={0,2})\?=$")
 _VISIBLE = re.compile(r"^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$|^$")
 _TOKEN = re.compile(r"[\x21-\x7e]+")
+#: A JSON number: what an ``Mcp-Param-*`` header of a numeric argument may be. Python's own
+#: parsers take more (``1_0``, ``+10``, ``inf``), which a gateway reading the header would not.
+_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 
 
 def visible_ascii(text: str) -> bool:
@@ -125,6 +128,8 @@ def mirrored(headers: Mapping[str, Sequence[str]], arguments: Any) -> dict[str, 
 def _same(header: str, value: Any) -> bool:
     if isinstance(value, bool):
         return header == ("true" if value else "false")
+    if isinstance(value, (int, float)) and not _NUMBER.fullmatch(header):
+        return False
     try:
         # Integers compare exactly; floats numerically.
         if isinstance(value, int):
