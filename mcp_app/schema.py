@@ -14,7 +14,7 @@ import jsonschema_specifications  # type: ignore[import-untyped]
 import regex  # type: ignore[import-untyped]
 from referencing import Registry, Resource
 from referencing.exceptions import Unresolvable
-from referencing.jsonschema import DRAFT202012, specification_with
+from referencing.jsonschema import DRAFT202012, lookup_recursive_ref, specification_with
 
 from .protocol.jsonrpc import json_depth
 
@@ -383,12 +383,131 @@ def _pattern_properties(validator: Any, patterns: Any, instance: Any, schema: An
                 yield from validator.descend(value, subschema, path=key, schema_path=pattern)
 
 
+def _matches_any(patterns: Iterable[str], key: str) -> bool:
+    """Whether ``key`` matches one of ``patterns``. A search that takes too long counts as a
+    match: ``patternProperties`` reports it, wherever it applies."""
+    for pattern in patterns:
+        try:
+            if _search(pattern, key):
+                return True
+        except TimeoutError:
+            return True
+    return False
+
+
+def _listed(keys: list[str]) -> str:
+    return ", ".join(repr(key) for key in sorted(keys)) + (" was" if len(keys) == 1 else " were")
+
+
+# jsonschema's own additionalProperties and unevaluatedProperties match the names of a
+# client's properties against patternProperties with re, which no time limit stops: these
+# match them as patternProperties does, and otherwise decide as jsonschema does.
+
+
+def _additional_properties(validator: Any, extra: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    if not validator.is_type(instance, "object"):
+        return
+    known = schema.get("properties", {})
+    patterns = list(schema.get("patternProperties", {}))
+    extras = [key for key in instance if key not in known and not _matches_any(patterns, key)]
+    if validator.is_type(extra, "object"):
+        for key in extras:
+            yield from validator.descend(instance[key], extra, path=key)
+    elif extra is False and extras:
+        yield jsonschema.ValidationError(
+            f"Additional properties are not allowed ({_listed(extras)} unexpected)"
+        )
+
+
+def _unevaluated_properties(validator: Any, rest: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    if not validator.is_type(instance, "object"):
+        return
+    evaluated = _evaluated_keys(validator, instance, schema)
+    failing = [
+        key
+        for key in instance
+        if key not in evaluated
+        and next(validator.descend(instance[key], rest, path=key, schema_path=key), None)
+        is not None
+    ]
+    if failing and rest is False:
+        yield jsonschema.ValidationError(
+            f"Unevaluated properties are not allowed ({_listed(failing)} unexpected)"
+        )
+    elif failing:
+        yield jsonschema.ValidationError(
+            "Unevaluated properties are not valid under the given schema "
+            f"({_listed(failing)} unevaluated and invalid)"
+        )
+
+
+def _evaluated_keys(validator: Any, instance: Any, schema: Any) -> set[str]:
+    """The names of ``instance``'s properties that ``schema`` evaluates, as jsonschema counts
+    them for ``unevaluatedProperties`` (in 2020-12, or in 2019-09 for a validator of it)."""
+    if not isinstance(schema, dict):
+        return set()
+    draft2019 = "$recursiveRef" in validator.VALIDATORS
+    keys: set[str] = set()
+    for keyword in ("$ref", "$dynamicRef", "$recursiveRef"):
+        if keyword not in schema or keyword not in validator.VALIDATORS:
+            continue
+        resolved = (
+            lookup_recursive_ref(validator._resolver)
+            if keyword == "$recursiveRef"
+            else validator._resolver.lookup(schema[keyword])
+        )
+        inner = validator.evolve(schema=resolved.contents, _resolver=resolved.resolver)
+        keys |= _evaluated_keys(inner, instance, resolved.contents)
+    for keyword in ("properties", "additionalProperties", "unevaluatedProperties"):
+        if keyword not in schema:
+            continue
+        value = schema[keyword]
+        if draft2019:
+            # 2019-09, as jsonschema reads it: true takes every name, a schema the names it has.
+            if value is True:
+                keys |= instance.keys()
+            elif isinstance(value, dict):
+                keys |= value.keys() & instance.keys()
+        elif keyword == "properties":
+            if isinstance(value, dict):
+                keys |= value.keys() & instance.keys()
+        else:
+            keys |= {
+                key
+                for key, item in instance.items()
+                if next(validator.descend(item, value), None) is None
+            }
+    patterns = list(schema.get("patternProperties", {}))
+    keys |= {key for key in instance if _matches_any(patterns, key)}
+    for name, subschema in schema.get("dependentSchemas", {}).items():
+        if name in instance:
+            keys |= _evaluated_keys(validator, instance, subschema)
+    for keyword in ("allOf", "oneOf", "anyOf"):
+        for subschema in schema.get(keyword, []):
+            if next(validator.descend(instance, subschema), None) is None:
+                keys |= _evaluated_keys(validator, instance, subschema)
+    if "if" in schema:
+        if validator.evolve(schema=schema["if"]).is_valid(instance):
+            keys |= _evaluated_keys(validator, instance, schema["if"])
+            if "then" in schema:
+                keys |= _evaluated_keys(validator, instance, schema["then"])
+        elif "else" in schema:
+            keys |= _evaluated_keys(validator, instance, schema["else"])
+    return keys
+
+
 @functools.cache
 def _timed(cls: Any) -> Any:
-    """``cls`` matching ``pattern`` and ``patternProperties`` within ``PATTERN_SECONDS``."""
-    return jsonschema.validators.extend(
-        cls, {"pattern": _pattern, "patternProperties": _pattern_properties}
-    )
+    """``cls`` matching ``pattern`` and ``patternProperties`` within ``PATTERN_SECONDS``, and
+    property names against ``patternProperties`` wherever it matches them."""
+    keywords = {
+        "pattern": _pattern,
+        "patternProperties": _pattern_properties,
+        "additionalProperties": _additional_properties,
+    }
+    if "unevaluatedProperties" in cls.VALIDATORS:
+        keywords["unevaluatedProperties"] = _unevaluated_properties
+    return jsonschema.validators.extend(cls, keywords)
 
 
 _LOOP = "the schema refers to itself without end ($ref loop)"
@@ -782,9 +901,7 @@ def _property_messages(error: Any) -> list[str]:
     known = error.schema.get("properties", {})
     patterns = list(error.schema.get("patternProperties", {}))
     extras = sorted(
-        name
-        for name in instance
-        if name not in known and not any(re.search(pattern, name) for pattern in patterns)
+        name for name in instance if name not in known and not _matches_any(patterns, name)
     )
     return [f"unexpected property {_show(name)}" for name in extras] or [str(error.message)]
 

@@ -8,6 +8,7 @@ from decimal import Decimal
 from types import MappingProxyType
 from typing import Any
 
+import jsonschema  # type: ignore[import-untyped]
 import pytest
 
 from mcp_app.schema import (
@@ -1025,6 +1026,74 @@ def test_a_pattern_property_that_backtracks_without_end_refuses_the_name_in_time
     messages = sorted(p.message for p in problems)
     assert messages[0] == "expected integer, got string"
     assert "took longer than 0.25 s to match '^(a|aa)+$'" in messages[1]
+
+
+@pytest.mark.parametrize("keyword", ["additionalProperties", "unevaluatedProperties"])
+@pytest.mark.parametrize("pattern", ["^(a+)+$", "^(a|aa)+$"])
+def test_names_matched_for_other_properties_are_refused_in_time(keyword: str, pattern: str) -> None:
+    # jsonschema's own keywords search patternProperties with re: minutes for such a name.
+    schema = {"type": "object", "patternProperties": {pattern: {"type": "string"}}, keyword: False}
+    started = time.perf_counter()
+    problems = JSONSchemaValidator().problems(schema, {"a" * 40 + "!": "x"})
+    assert time.perf_counter() - started < 20 * PATTERN_SECONDS
+    assert problems, "the name matches no pattern"
+    assert JSONSchemaValidator().problems(schema, {"aaaa": "x"}) == []
+
+
+#: Schemas whose answers for other properties depend on which names are evaluated or extra.
+_EVALUATION_SCHEMAS: list[dict[str, Any]] = [
+    {"properties": {"a": {}}, "patternProperties": {"^x": {}}, "additionalProperties": False},
+    {"properties": {"a": {}}, "additionalProperties": {"type": "integer"}},
+    {"patternProperties": {"^x": {"type": "integer"}}, "unevaluatedProperties": False},
+    {
+        "allOf": [{"properties": {"a": {}}}, {"patternProperties": {"^x": {}}}],
+        "unevaluatedProperties": False,
+    },
+    {
+        "anyOf": [{"properties": {"a": {"type": "integer"}}}, {"properties": {"b": {}}}],
+        "unevaluatedProperties": {"type": "string"},
+    },
+    {
+        "if": {"properties": {"a": {"const": 1}}},
+        "then": {"properties": {"b": {}}},
+        "else": {"patternProperties": {"^x": {}}},
+        "unevaluatedProperties": False,
+    },
+    {
+        "dependentSchemas": {"a": {"properties": {"b": {}}}},
+        "properties": {"a": {}},
+        "unevaluatedProperties": False,
+    },
+    {
+        "$defs": {"base": {"properties": {"a": {}}, "patternProperties": {"^x": {}}}},
+        "$ref": "#/$defs/base",
+        "unevaluatedProperties": False,
+    },
+    {"additionalProperties": {"type": "integer"}, "unevaluatedProperties": False},
+    {"oneOf": [{"additionalProperties": True}], "unevaluatedProperties": False},
+]
+_EVALUATION_INSTANCES: list[dict[str, Any]] = [
+    {},
+    {"a": 1},
+    {"a": 1, "b": 2},
+    {"a": 2, "b": "x"},
+    {"x1": 1, "y": "s"},
+    {"a": 1, "x": "s", "z": 3},
+    {"b": "t", "xx": 2},
+]
+
+
+@pytest.mark.parametrize("dialect", ["2020-12", "2019-09"])
+@pytest.mark.parametrize("index", range(len(_EVALUATION_SCHEMAS)))
+def test_other_properties_are_judged_as_jsonschema_judges_them(dialect: str, index: int) -> None:
+    schema = {
+        "$schema": f"https://json-schema.org/draft/{dialect}/schema",
+        **_EVALUATION_SCHEMAS[index],
+    }
+    plain = jsonschema.validators.validator_for(schema)(schema)
+    for instance in _EVALUATION_INSTANCES:
+        expected = plain.is_valid(instance)
+        assert (JSONSchemaValidator().problems(schema, instance) == []) is expected, instance
 
 
 def test_a_schema_of_many_anchors_is_checked_in_linear_time() -> None:
