@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import quote, unquote
 
 __all__ = ["URITemplate", "URITemplateError", "is_template"]
@@ -51,7 +51,8 @@ _MATCH_STOP: dict[str, tuple[str, str]] = {
     "": ("/?#", "/?#,"),
     "+": ("", ","),
     "#": ("", ","),
-    ".": ("/?#.", "/?#."),
+    # One variable may hold a dot ("tar.gz" expands to ".tar.gz"); in a list it separates.
+    ".": ("/?#", "/?#."),
     "/": ("/?#", "/?#"),
     ";": ("/?#;", "/?#;"),
 }
@@ -170,12 +171,17 @@ class URITemplate:
         if scanned is None:
             return None
         captured, end = scanned
-        result = {name: unquote(value) for name, value in captured.items()}
-        # _scan only stops short of the end at the query lead character, so the rest is the query.
-        for param in uri[end + 1 :].split("&"):
-            name, _, value = param.partition("=")
-            if name in matcher.query_names and name not in result:
-                result[name] = unquote(value)
+        try:
+            result = {name: _decoded(value) for name, value in captured.items()}
+            # _scan only stops short of the end at the query lead character, so the rest is
+            # the query.
+            for param in uri[end + 1 :].split("&"):
+                name, _, value = param.partition("=")
+                if name in matcher.query_names and name not in result:
+                    result[name] = _decoded(value)
+        except UnicodeDecodeError:
+            # Escapes of no UTF-8 text: not a URI the template makes (nor one "%EF%BF%BD" names).
+            return None
         return result
 
     def expand(self, values: Mapping[str, object]) -> str:
@@ -278,9 +284,22 @@ def _compile_matcher(template: str, parts: tuple[str | _Expression, ...]) -> _Ma
             query_names.extend(spec.name for spec in part.varspecs)
         else:
             _add_expression(atoms, part)
+    if query_lead == "&":
+        # The query goes on from a literal one ("?a=1{&b}"): a variable before it that encodes
+        # reserved characters has no "&" of its own, so one there starts the query.
+        atoms = [
+            replace(atom, stop=atom.stop + "&")
+            if isinstance(atom, _Capture) and not atom.lazy
+            else atom
+            for atom in atoms
+        ]
     first = atoms[0] if atoms else None
     prefix = first.text if isinstance(first, _Literal) else ""
     return _Matcher(tuple(atoms), prefix, query_lead, frozenset(query_names))
+
+
+def _decoded(value: str) -> str:
+    return unquote(value, errors="strict")
 
 
 def _add_literal(atoms: list[_Atom], text: str) -> None:

@@ -139,6 +139,10 @@ def test_percent_decoding() -> None:
     assert template.match("docs://a%2Fb") == {"name": "a/b"}
     assert template.match("docs://caf%C3%A9") == {"name": "café"}
     assert template.match("docs://100%") == {"name": "100%"}
+    # Escapes of bytes that are no UTF-8 text: not the name of "\ufffd", nor of anything.
+    assert template.match("docs://%FF") is None
+    assert template.match("docs://caf%C3%28") is None
+    assert URITemplate("docs://x{?q}").match("docs://x?q=%FE") is None
 
 
 def test_reserved_matches_nested_paths() -> None:
@@ -193,6 +197,8 @@ def test_label() -> None:
     assert template.match("file://readme.md") == {"name": "readme", "ext": "md"}
     assert template.match("file://archive.tar.gz") == {"name": "archive.tar", "ext": "gz"}
     assert template.match("file://readme") is None
+    # One variable may hold a dot: ".tar.gz" is what {.ext} makes of "tar.gz".
+    assert URITemplate("file:///report{.ext}").match("file:///report.tar.gz") == {"ext": "tar.gz"}
     assert URITemplate("host://www{.a,b}").match("host://www.example.com") == {
         "a": "example",
         "b": "com",
@@ -240,6 +246,12 @@ def test_query_continuation_after_literal_query() -> None:
     assert template.match("search://items?fixed=1&page=2&q=x") == {"q": "x", "page": "2"}
     assert template.match("search://items?fixed=1") == {}
     assert template.match("search://items?fixed=1?q=x") is None
+
+
+def test_query_continuation_after_a_variable_of_the_literal_query() -> None:
+    template = URITemplate("api://search?query={query}{&limit}")
+    assert template.match("api://search?query=foo&limit=10") == {"query": "foo", "limit": "10"}
+    assert template.match("api://search?query=a%26b") == {"query": "a&b"}
 
 
 def test_query_and_continuation_combined() -> None:
@@ -474,6 +486,8 @@ def test_expand_prefix_on_empty_composite_is_undefined() -> None:
         ("item://x{;w,h}", {"w": "", "h": "a;b=c"}),
         ("page://{id}{#section}", {"id": "p", "section": "a b/c"}),
         ("search://items?fixed=1{&q,page}", {"q": "a&b"}),
+        ("api://search?query={query}{&limit}", {"query": "a&b", "limit": "10"}),
+        ("file:///report{.ext}", {"ext": "tar.gz"}),
     ],
 )
 def test_expand_then_match_round_trips(template: str, values: dict[str, str]) -> None:
