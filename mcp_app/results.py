@@ -23,12 +23,12 @@ def _dumps(value: Any) -> str:
 
     Raises:
         InternalError: it holds a value JSON cannot carry (an integer past Python's digit
-            limit, a value that holds itself, nesting deeper than Python recurses), as an
-            answer holding NaN is sent.
+            limit, a value that holds itself, nesting deeper than Python recurses, a key
+            that is no string or number), as an answer holding NaN is sent.
     """
     try:
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
-    except (ValueError, RecursionError) as exc:
+    except (ValueError, TypeError, RecursionError) as exc:
         logger.error("A result holds a value JSON cannot carry: %s", exc)
         raise InternalError("Internal error: the result holds a value JSON cannot carry") from exc
 

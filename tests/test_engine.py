@@ -1051,6 +1051,17 @@ def test_malformed_completion_requests_are_invalid_params(
         complete(completion_catalog(), ref, argument)
 
 
+@pytest.mark.parametrize("context", [[1], "oops", 5, False])
+def test_a_completion_context_that_is_no_object_is_invalid_params(context: Any) -> None:
+    with pytest.raises(InvalidParams, match="'context' must be an object"):
+        complete(
+            completion_catalog(prompt_completer=completer_for(["x"])),
+            {"type": "ref/prompt", "name": "p"},
+            {"name": "a", "value": ""},
+            context,
+        )
+
+
 def test_completion_without_any_completer_is_method_not_found() -> None:
     catalog = Catalog(1, prompts=[PromptDef(name="p", handler=returning("x"), arguments=("a",))])  # type: ignore[arg-type]
     with pytest.raises(MethodNotFound, match="nothing can complete"):

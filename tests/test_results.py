@@ -339,7 +339,7 @@ def test_lazy_text_and_an_sdk_models_dump_are_results_as_before() -> None:
     assert tool_result(dumped)["isError"] is True and "structuredContent" not in tool_result(dumped)
 
 
-@pytest.mark.parametrize("value", [{"n": 10**5000}, [10**5000]])
+@pytest.mark.parametrize("value", [{"n": 10**5000}, [10**5000], {(1, 2): "a tuple key"}])
 def test_a_value_json_cannot_carry_is_an_internal_error_not_a_crash(value: object) -> None:
     with pytest.raises(InternalError, match="the result holds a value JSON cannot carry"):
         tool_result(value, has_output_schema=True)

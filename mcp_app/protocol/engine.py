@@ -458,8 +458,10 @@ class Engine:
         arg_name, value = argument.get("name"), argument.get("value", "")
         if not isinstance(arg_name, str) or not isinstance(value, str):
             raise InvalidParams("completion 'argument' needs a string 'name' and 'value'")
-        context = params.get("context") or {}
-        context_args = context.get("arguments") if isinstance(context, dict) else None
+        context = params.get("context")
+        if context is not None and not isinstance(context, dict):
+            raise InvalidParams("completion 'context' must be an object")
+        context_args = context.get("arguments") if context else None
         context_args = {} if context_args is None else context_args
         if not isinstance(context_args, dict) or not all(
             isinstance(v, str) for v in context_args.values()
