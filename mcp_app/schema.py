@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import json
 import re
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias
@@ -151,6 +153,13 @@ class JSONSchemaValidator(Validator):
         """As ``problems``, for the schema whose canonical text (``canonical()``) is ``key``:
         for a schema that does not change, keyed once rather than on every call."""
         compiled, quick = self._compiled(key)
+        deadline = _deadline.set(time.monotonic() + PATTERNS_SECONDS)
+        try:
+            return self._checked(compiled, quick, instance)
+        finally:
+            _deadline.reset(deadline)
+
+    def _checked(self, compiled: Any, quick: Any, instance: object) -> list[Problem]:
         try:
             if quick is not None and quick(instance):
                 return []
@@ -339,17 +348,44 @@ def _compile_checked(key: str) -> tuple[Any, Any]:
 #: pattern that backtracks catastrophically, such as ``^(a+)+$``, would otherwise hold a worker
 #: for minutes on a short argument any client may send; past this, the string is refused.
 PATTERN_SECONDS = 0.25
+#: Longest all the pattern matching of one validation may take: a value of many strings
+#: (or names), each taking ``PATTERN_SECONDS``, would otherwise hold a worker as long.
+PATTERNS_SECONDS = 4 * PATTERN_SECONDS
 _SLOW = "took longer than"
+_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "mcp_app_pattern_deadline", default=None
+)
+
+
+class _OutOfTime(TimeoutError):
+    """The validation's ``PATTERNS_SECONDS`` were spent before this search."""
+
+
+_UNMATCHED = "was left unmatched after"
+
+
+def _slow(exc: TimeoutError) -> str:
+    if isinstance(exc, _OutOfTime):
+        return f"{_UNMATCHED} {PATTERNS_SECONDS} s of matching the value's patterns, against"
+    return f"{_SLOW} {PATTERN_SECONDS} s to match"
 
 
 def _search(pattern: str, text: str) -> bool:
-    """Whether ``pattern`` is found in ``text``, given ``PATTERN_SECONDS`` at most.
+    """Whether ``pattern`` is found in ``text``, given ``PATTERN_SECONDS`` at most (and no
+    more than what is left of the validation's ``PATTERNS_SECONDS``).
 
     Raises:
-        TimeoutError: the search took longer.
+        TimeoutError: the search took longer, or no time was left.
     """
+    timeout = PATTERN_SECONDS
+    deadline = _deadline.get()
+    if deadline is not None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise _OutOfTime
+        timeout = min(timeout, left)
     try:
-        return regex.search(pattern, text, timeout=PATTERN_SECONDS) is not None
+        return regex.search(pattern, text, timeout=timeout) is not None
     except regex.error:
         # A pattern the regex module reads otherwise than re, which checked it as a schema.
         return re.search(pattern, text) is not None
@@ -360,8 +396,8 @@ def _pattern(validator: Any, pattern: Any, instance: Any, schema: Any) -> Iterat
         return
     try:
         found = _search(pattern, instance)
-    except TimeoutError:
-        yield jsonschema.ValidationError(f"{_SLOW} {PATTERN_SECONDS} s to match")
+    except TimeoutError as exc:
+        yield jsonschema.ValidationError(_slow(exc))
         return
     if not found:
         yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
@@ -374,9 +410,9 @@ def _pattern_properties(validator: Any, patterns: Any, instance: Any, schema: An
         for key, value in instance.items():
             try:
                 found = _search(pattern, key)
-            except TimeoutError:
+            except TimeoutError as exc:
                 yield jsonschema.ValidationError(
-                    f"the name {_show(key)} {_SLOW} {PATTERN_SECONDS} s to match {_show(pattern)}"
+                    f"the name {_show(key)} {_slow(exc)} {_show(pattern)}"
                 )
                 continue
             if found:
@@ -927,7 +963,7 @@ def _describe(error: Any) -> str:
         case "const":
             return f"expected {_show(value)}"
         case "pattern":
-            if str(error.message).startswith(_SLOW):
+            if str(error.message).startswith((_SLOW, _UNMATCHED)):
                 return f"{_show(instance)} {error.message} {_show(value)}"
             return f"expected a string matching {_show(value)}, got {_show(instance)}"
         case "format":

@@ -13,6 +13,7 @@ import pytest
 
 from mcp_app.schema import (
     PATTERN_SECONDS,
+    PATTERNS_SECONDS,
     JSONSchemaValidator,
     Problem,
     SchemaError,
@@ -1008,6 +1009,27 @@ def test_a_pattern_that_backtracks_without_end_refuses_the_string_in_time(patter
     )
     # What matches quickly is answered as before.
     assert JSONSchemaValidator().problems(schema, {"x": "aaaa"}) == []
+
+
+def test_many_strings_that_backtrack_share_one_time_limit() -> None:
+    schema = {
+        "type": "array",
+        "items": {"type": "string", "pattern": "^(a|aa)+$"},
+    }
+    started = time.perf_counter()
+    problems = JSONSchemaValidator().problems(schema, ["a" * 60 + "!"] * 40)
+    # Not 40 times PATTERN_SECONDS: every string is refused within PATTERNS_SECONDS in all.
+    assert time.perf_counter() - started < PATTERNS_SECONDS + 10 * PATTERN_SECONDS
+    assert len(problems) == 40
+    assert problems[0].message.endswith(
+        f"took longer than {PATTERN_SECONDS} s to match '^(a|aa)+$'"
+    )
+    assert problems[-1].message.endswith(
+        f"was left unmatched after {PATTERNS_SECONDS} s of matching the value's patterns, "
+        "against '^(a|aa)+$'"
+    )
+    # The next validation has its own time.
+    assert JSONSchemaValidator().problems(schema, ["aaaa"]) == []
 
 
 def test_a_pattern_re_would_backtrack_on_is_matched_at_once() -> None:
