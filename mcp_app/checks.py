@@ -72,7 +72,7 @@ SWITCHES = (
 #: Switches that may also be None (ATOMIC: follow the database's ATOMIC_REQUESTS).
 OPTIONAL_SWITCHES = ("ATOMIC",)
 #: What an Origin header holds: a scheme, a host and maybe a port, nothing after.
-ORIGIN_RE = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://[^/?#\s]+$")
+ORIGIN_RE = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://[^/?#\s]+\Z")
 #: Seconds the delivery check waits for Redis.
 PING_TIMEOUT = 1.0
 

@@ -85,13 +85,13 @@ class DeliveryMessage(models.Model):
 # definitions of their server, and ``mcp_app.signals`` announces every committed edit.
 
 #: A URI: a scheme, a colon, then no whitespace.
-URI_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:\S*$")
+URI_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:\S*\Z")
 #: Prompt argument names: usable as ``{{ name }}`` in the messages' templates (which refuse
 #: a variable starting with ``_``).
-ARGUMENT_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
-MIME_RE = re.compile(r"^[\w.+-]+/[\w.+-]+(?:\s*;.*)?$")
+ARGUMENT_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}\Z")
+MIME_RE = re.compile(r"^[\w.+-]+/[\w.+-]+(?:\s*;.*)?\Z")
 #: A name a Django template reads as a variable: not a number, a lookup ("a.b") or "_x".
-TEMPLATE_VARIABLE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+TEMPLATE_VARIABLE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*\Z")
 
 ICONS_SCHEMA: dict[str, Any] = {
     "type": "array",

@@ -31,9 +31,9 @@ JSON = dict[str, Any]
 
 #: Tool names: the spec allows 1-128 characters of ``[A-Za-z0-9_.-]``; common clients cap at
 #: 64, so longer names are refused up front rather than breaking a client later.
-NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}\Z")
 #: An HTTP field name (RFC 9110 token): what an ``x-mcp-header`` value may be.
-HEADER_TOKEN_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+HEADER_TOKEN_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
 #: The types of parameter an ``x-mcp-header`` may mirror (``number`` is not one).
 HEADER_TYPES = frozenset({"string", "integer", "boolean"})
 
@@ -61,6 +61,53 @@ def _annotated(input_schema: Any) -> Iterator[tuple[tuple[str, ...], JSON]]:
                 yield (*path, str(name)), prop
 
 
+#: Keywords whose value is a map of names to schemas, a schema, or a list of schemas: every
+#: place in a schema where another schema may sit (draft-04 to 2020-12).
+_SCHEMA_MAPS = frozenset(
+    {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"}
+)
+_SCHEMA_PLACES = frozenset(
+    {
+        "additionalProperties",
+        "unevaluatedProperties",
+        "items",
+        "additionalItems",
+        "unevaluatedItems",
+        "contains",
+        "propertyNames",
+        "not",
+        "if",
+        "then",
+        "else",
+        "allOf",
+        "anyOf",
+        "oneOf",
+        "prefixItems",
+    }
+)
+
+
+def _stray_header(input_schema: Any) -> bool:
+    """Whether an ``x-mcp-header`` sits where no chain of ``properties`` from the arguments
+    leads (the root, ``anyOf``, ``items``, ``$defs``...): clients leave out such a tool."""
+    reached = {id(prop) for _, prop in _annotated(input_schema)}
+    seen: set[int] = set()
+    stack = [input_schema]
+    while stack:
+        schema = stack.pop()
+        if not isinstance(schema, dict) or id(schema) in seen:
+            continue
+        seen.add(id(schema))
+        if "x-mcp-header" in schema and id(schema) not in reached:
+            return True
+        for keyword, value in schema.items():
+            if keyword in _SCHEMA_MAPS and isinstance(value, dict):
+                stack.extend(value.values())
+            elif keyword in _SCHEMA_PLACES:
+                stack.extend(value if isinstance(value, list) else [value])
+    return False
+
+
 def header_annotations(input_schema: Any) -> list[tuple[tuple[str, ...], str]]:
     """Each ``x-mcp-header`` name in ``input_schema`` (as written), with the path of property
     names of the argument it mirrors, in the order a client finds them."""
@@ -81,6 +128,11 @@ def path_text(names: Sequence[str]) -> str:
 def header_problem(input_schema: Any) -> str | None:
     """What breaks the rules for ``x-mcp-header`` annotations in ``input_schema`` (a client
     leaves out a tool that breaks them), or ``None``. Properties at every depth are read."""
+    if _stray_header(input_schema):
+        return (
+            "x-mcp-header must be on a property reached from the arguments through "
+            "'properties' alone (not at the root, nor in anyOf, items, $defs and the like)"
+        )
     seen: dict[str, tuple[str, ...]] = {}
     for names, prop in _annotated(input_schema):
         path = path_text(names)

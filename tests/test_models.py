@@ -183,9 +183,11 @@ def test_names_are_unique_per_server_on_the_field_and_in_the_database(
     ("fields", "field", "text"),
     [
         ({"uri": "not a uri"}, "uri", "absolute URI"),
+        ({"uri": "notes://a\n"}, "uri", "absolute URI"),
         ({"uri": "notes://{topic}"}, "uri", "resource template"),
         ({"text": ""}, "text", "or upload a file"),
         ({"mime_type": "text"}, "mime_type", "MIME type"),
+        ({"mime_type": "text/plain\n"}, "mime_type", "MIME type"),
         ({"annotations": {"priority": 2}}, "annotations", "/priority"),
         ({"annotations": {"audience": ["robots"]}}, "annotations", "/audience/0"),
         ({"uri": "file:///readme.txt"}, "uri", "registered in code"),

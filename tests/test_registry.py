@@ -203,6 +203,43 @@ def test_a_tool_breaking_the_x_mcp_header_rules_is_not_defined(
     assert problem in str(caught.value)
 
 
+_REGION = {"type": "string", "x-mcp-header": "Region"}
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "properties": {"a": {"anyOf": [_REGION]}}},
+        {"type": "object", "properties": {"a": {"type": "array", "items": _REGION}}},
+        {"type": "object", "x-mcp-header": "Region", "properties": {}},
+        {"type": "object", "$defs": {"r": _REGION}, "properties": {"a": {"$ref": "#/$defs/r"}}},
+        {"type": "object", "additionalProperties": _REGION},
+        {"type": "object", "properties": {"a": {"type": "object", "not": {"not": _REGION}}}},
+    ],
+)
+def test_an_x_mcp_header_off_the_chain_of_properties_is_not_defined(schema: Any) -> None:
+    # The official clients leave such a tool out of their lists.
+    with pytest.raises(DefinitionError, match="reached from the arguments through 'properties'"):
+        ToolDef(name="t", handler=handler, input_schema=schema)
+
+
+def test_a_property_named_x_mcp_header_is_only_a_name() -> None:
+    schema = {"type": "object", "properties": {"x-mcp-header": {"type": "string"}}}
+    assert header_problem(schema) is None
+
+
+@pytest.mark.parametrize("header", ["Region\n", "Region\r"])
+def test_an_x_mcp_header_ending_in_a_line_break_is_not_defined(header: str) -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "string", "x-mcp-header": header}}}
+    with pytest.raises(DefinitionError, match="must be an HTTP header name"):
+        ToolDef(name="t", handler=handler, input_schema=schema)
+
+
+def test_a_name_ending_in_a_line_break_is_not_defined() -> None:
+    with pytest.raises(DefinitionError):
+        ToolDef(name="abc\n", handler=handler)
+
+
 def test_x_mcp_header_may_mirror_strings_integers_and_booleans_at_any_depth() -> None:
     nested = {"type": "object", "properties": {"limit": {"type": "integer", "x-mcp-header": "L"}}}
     schema = {
