@@ -215,6 +215,21 @@ def _check_face(kind: str, name: str, definition: Any) -> None:
         value = getattr(definition, attribute, None)
         if value is not None and not isinstance(value, Mapping):
             raise DefinitionError(f"{kind} {name!r}: {attribute} must be an object")
+    permission = definition.permission
+    if not (
+        permission is None
+        or callable(permission)
+        or (isinstance(permission, str) and permission)
+        or (
+            isinstance(permission, list | tuple | frozenset | set)
+            and permission
+            and all(isinstance(each, str) and each for each in permission)
+        )
+    ):
+        raise DefinitionError(
+            f"{kind} {name!r}: permission must be a permission codename ('app.codename'), a "
+            "list of them (all needed), or a function of the user"
+        )
 
 
 def _check_completers(

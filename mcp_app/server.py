@@ -520,12 +520,17 @@ class SettingsEngine(Engine):
         return conf.TOOL_ERROR_DETAILS
 
     def permitted(self, definition: Any, ctx: Any) -> bool:
-        """A permission codename (``app.codename``) or a callable of the user decides."""
+        """A permission codename (``app.codename``), a list of them (all needed), or a
+        callable of the user decides."""
         permission = definition.permission
         user = ctx.user
         if callable(permission):
             return bool(permission(user))
-        return bool(user is not None and user.has_perm(permission))
+        if user is None:
+            return False
+        if isinstance(permission, str):
+            return bool(user.has_perm(permission))
+        return bool(user.has_perms(list(permission)))
 
     def validator(self) -> Validator:
         path = conf.VALIDATOR

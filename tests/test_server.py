@@ -316,6 +316,35 @@ def test_add_tool_passes_every_attribute_through(server: mcp_app.Server) -> None
     assert tool.wire["_meta"] == {"m": 1}
 
 
+@pytest.mark.django_db
+def test_a_list_of_permissions_needs_every_one(server: mcp_app.Server) -> None:
+    from django.contrib.auth.models import Permission, User
+
+    from mcp_app.protocol.context import RequestContext
+
+    server.add_tool(first_handler, name="both", permission=["auth.view_user", "auth.change_user"])
+    tool = server.catalog().tool_map["both"]
+    pat = User.objects.create_user("pat")
+
+    def permitted() -> bool:
+        user = User.objects.get(pk=pat.pk)  # fresh: permissions are cached on the object
+        return server.engine.permitted(tool, RequestContext(user=user))
+
+    pat.user_permissions.add(Permission.objects.get(codename="view_user"))
+    assert not permitted()
+    pat.user_permissions.add(Permission.objects.get(codename="change_user"))
+    assert permitted()
+    assert not server.engine.permitted(tool, RequestContext(user=None))
+
+
+@pytest.mark.parametrize("permission", [["auth.view_user", 5], [], "", 7, {"auth.view_user": 1}])
+def test_a_permission_of_another_kind_is_refused_when_defined(
+    server: mcp_app.Server, permission: Any
+) -> None:
+    with pytest.raises(DefinitionError, match="permission must be a permission codename"):
+        server.add_tool(first_handler, name="odd", permission=permission)
+
+
 # ---------------------------------------------------------------- refusals
 
 
