@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 import time
 from collections.abc import Iterator
 from urllib.parse import urlsplit
@@ -82,6 +83,39 @@ def test_a_chunked_body_over_the_limit_is_413_under_gunicorn(wsgi_server: DemoSe
     status, answer = post_chunked(wsgi_server.url, padded, headers)
     assert status == 413, answer
     assert json.loads(answer)["error"]["code"] == -32600
+
+
+def post_raw_bytes(url: str, head: dict[str, str], raw: bytes) -> tuple[int, bytes]:
+    """POST ``raw`` as the body's bytes on the wire, whatever they are; the status and body."""
+    parts = urlsplit(url)
+    lines = [f"POST {parts.path} HTTP/1.1", f"Host: {parts.hostname}:{parts.port}"]
+    lines += [f"{name}: {value}" for name, value in head.items()]
+    with socket.create_connection((parts.hostname, parts.port), timeout=10) as sock:
+        sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + raw)
+        sock.shutdown(socket.SHUT_WR)  # what a client cut short does
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    status_line, _, rest = answer.partition(b"\r\n")
+    return int(status_line.split()[1]), rest.partition(b"\r\n\r\n")[2]
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"zz\r\n0123\r\n0\r\n\r\n",  # not a chunk size
+        b"2\r\n{}XX0\r\n\r\n",  # no CRLF after the chunk's data
+        b'40\r\n{"jsonrpc"',  # shorter than it said, and the client stops sending
+    ],
+)
+def test_a_chunked_body_that_cannot_be_read_is_400_under_gunicorn(
+    wsgi_server: DemoServer, raw: bytes
+) -> None:
+    _, headers = modern_request("tools/call", {"name": "add", "arguments": {"numbers": [2, 3]}})
+    head = {"Content-Type": "application/json", "Transfer-Encoding": "chunked", **headers}
+    status, answer = post_raw_bytes(wsgi_server.url, head, raw)
+    assert status == 400, answer
+    assert b"the request body could not be read" in answer
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,7 @@ from django.core.exceptions import DisallowedHost, RequestDataTooBig, Suspicious
 from django.core.handlers.asgi import ASGIRequest
 from django.core.signals import got_request_exception
 from django.db import close_old_connections, transaction
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse, UnreadablePostError
 from django.http.response import HttpResponseBase
 from django.utils.log import log_response
 from django.views.decorators.csrf import csrf_exempt
@@ -135,7 +135,7 @@ def _read_to_end(request: HttpRequest, stream: Any) -> bytes:
     limit = body_limit()
     chunks: list[bytes] = []
     size = 0
-    while chunk := stream.read(min(65536, limit + 1 - size)):
+    while chunk := _read(stream, min(65536, limit + 1 - size)):
         chunks.append(chunk)
         size += len(chunk)
         if size > limit:
@@ -143,6 +143,21 @@ def _read_to_end(request: HttpRequest, stream: Any) -> bytes:
     body = b"".join(chunks)
     request._body = body  # what request.body then gives
     return body
+
+
+def _read(stream: Any, size: int) -> bytes:
+    try:
+        return stream.read(size)  # type: ignore[no-any-return]
+    except Exception as exc:
+        # The server's own errors for a malformed chunked body, or one cut short (gunicorn's
+        # InvalidChunkSize, NoMoreData): the client's fault, as Django's UnreadablePostError.
+        raise UnreadablePostError(str(exc) or type(exc).__name__) from exc
+
+
+def unreadable_body() -> Reply:
+    """400 with a JSON-RPC error for a body the server could not read to its end."""
+    error = jsonrpc.InvalidRequest("Bad Request: the request body could not be read")
+    return Reply(400, jsonrpc.error_response(None, error))
 
 
 def too_large() -> Reply:
@@ -218,6 +233,9 @@ def incoming(
         return too_large()
     except InvalidLength:
         return invalid_length()
+    except UnreadablePostError:
+        # The client sent less than it said, or a chunked body that is not one.
+        return unreadable_body()
     return Incoming(
         method=request.method or "GET",
         headers=meta_headers(request.META) if headers is None else headers,
