@@ -9,6 +9,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, TypeVar
 
+from django.core.exceptions import ImproperlyConfigured
+
 from .conf import conf
 from .exceptions import AlreadyRegistered, NotRegistered
 from .protocol.engine import Engine, ServerOptions
@@ -119,6 +121,13 @@ class Server:
         #: Whether definitions stored as rows (``mcp_app.models``) join this server's catalog.
         self.rows = rows
         self._listeners: list[Callable[[Server, set[str]], None]] = []
+        if servers.get(name) is not None:
+            # Both would take the name's channels and rows, and only the later one would be
+            # found by name (mcp_stdio, MCPClient): the first one's tools silently gone.
+            raise ImproperlyConfigured(
+                f"A Server named {name!r} exists already; give this one a name of its own, "
+                "as in Server('invoices')"
+            )
         servers[name] = self
 
     def __repr__(self) -> str:

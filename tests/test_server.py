@@ -345,6 +345,17 @@ def test_a_permission_of_another_kind_is_refused_when_defined(
         server.add_tool(first_handler, name="odd", permission=permission)
 
 
+def test_a_second_server_of_the_same_name_is_refused(server: mcp_app.Server) -> None:
+    from django.core.exceptions import ImproperlyConfigured
+
+    with pytest.raises(ImproperlyConfigured, match=f"A Server named '{server.name}' exists"):
+        mcp_app.Server(server.name, instructions="Tools for invoices.")
+    assert servers[server.name] is server
+    with pytest.raises(ImproperlyConfigured, match="named 'default' exists"):
+        mcp_app.Server()
+    assert servers["default"] is mcp_app.site
+
+
 # ---------------------------------------------------------------- refusals
 
 
