@@ -484,7 +484,10 @@ def clean(days: int | None = None) -> int:
     if keep < 0:
         raise ValueError("days must not be negative")
     alias = router.db_for_write(ToolCall)
-    cutoff = timezone.now() - timedelta(days=keep)
+    try:
+        cutoff = timezone.now() - timedelta(days=keep)
+    except OverflowError:
+        return 0  # further back than dates go: no row is that old
     old = ToolCall.objects.using(alias).filter(created__lt=cutoff)
     removed = 0
     while True:

@@ -5,8 +5,8 @@
 # authentication, permission or throttle class that cannot be used, E007 a VALIDATOR,
 # SESSION_STORE or DELIVERY_BACKEND that cannot be used, E008 a malformed RESOURCE_METADATA,
 # E009 a number that is not positive (or too large to add to a date), E010 a switch that is
-# not a bool, E011 malformed REQUIRED_SCOPES, E012 a DATABASE_ALIAS that is not a database,
-# E013 ROW_TEMPLATE_LIBRARIES not a list of names.
+# not a bool, E011 malformed REQUIRED_SCOPES, E012 a DATABASE_ALIAS that is not a database
+# (or a SESSION_CACHE that is not a cache), E013 ROW_TEMPLATE_LIBRARIES not a list of names.
 #
 # Deployment warnings (check --deploy): W001 the key signing requestState is missing or
 # insecure, W002 no allowed origins with DEBUG off, W003 "*" among the allowed origins, W004 an
@@ -57,9 +57,10 @@ ZERO_ALLOWED = {
     "RECHECK_SECONDS": "to read the catalog's generation and sessions on every call",
     "DELIVERY_REORDER_SECONDS": "to wait for no row that commits out of order",
 }
-#: The longest duration, in seconds, that dates can be offset by (about 300 years): a longer
-#: time to live or retention would overflow the datetime it is added to.
-LONGEST_SECONDS = 10**10
+#: The longest duration, in seconds (about 31 years): a longer time to live or retention
+#: overflows the datetime it is added to, a longer wait Python's thread waits
+#: (``threading.TIMEOUT_MAX``, about 292 years on Linux).
+LONGEST_SECONDS = 10**9
 SWITCHES = (
     "VALIDATE_INPUT",
     "VALIDATE_OUTPUT",
@@ -107,9 +108,14 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     if not isinstance(raw.get("ALLOWED_ORIGINS", []), list | tuple):
         errors.append(Error("MCP_APP['ALLOWED_ORIGINS'] must be a list.", id="mcp_app.E004"))
     max_age = raw.get("REQUEST_STATE_MAX_AGE_MS")
-    if isinstance(max_age, bool) or _number(lambda: conf.REQUEST_STATE_MAX_AGE_MS) is None:
+    age = None if isinstance(max_age, bool) else _number(lambda: conf.REQUEST_STATE_MAX_AGE_MS)
+    if age is None or age > LONGEST_SECONDS * 1000:
         errors.append(
-            Error("MCP_APP['REQUEST_STATE_MAX_AGE_MS'] must be positive.", id="mcp_app.E005")
+            Error(
+                "MCP_APP['REQUEST_STATE_MAX_AGE_MS'] must be positive, and at most "
+                f"{LONGEST_SECONDS * 1000} ({LONGEST_SECONDS} seconds).",
+                id="mcp_app.E005",
+            )
         )
     errors += _check_drf_classes(raw)
     errors += _check_components(raw)
@@ -130,16 +136,37 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
 
 def _check_alias(raw: dict[str, Any]) -> list[CheckMessage]:
     from django.conf import settings
+    from django.utils.module_loading import import_string
 
+    from .sessions import CacheSessionStore
+
+    errors: list[CheckMessage] = []
     alias = raw.get("DATABASE_ALIAS", "default")
-    if isinstance(alias, str) and alias in settings.DATABASES:
-        return []
-    return [
-        Error(
-            f"MCP_APP['DATABASE_ALIAS'] is {alias!r}, which is not a key of DATABASES.",
-            id="mcp_app.E012",
+    if not (isinstance(alias, str) and alias in settings.DATABASES):
+        errors.append(
+            Error(
+                f"MCP_APP['DATABASE_ALIAS'] is {alias!r}, which is not a key of DATABASES.",
+                id="mcp_app.E012",
+            )
         )
-    ]
+    try:
+        store = import_string(raw.get("SESSION_STORE") or "mcp_app.sessions.DatabaseSessionStore")
+    except Exception:
+        return errors  # E007
+    cache = raw.get("SESSION_CACHE", "default")
+    caches = getattr(settings, "CACHES", {})
+    if (
+        isinstance(store, type)
+        and issubclass(store, CacheSessionStore)
+        and not (isinstance(cache, str) and cache in caches)
+    ):
+        errors.append(
+            Error(
+                f"MCP_APP['SESSION_CACHE'] is {cache!r}, which is not a key of CACHES.",
+                id="mcp_app.E012",
+            )
+        )
+    return errors
 
 
 # -- E006: DRF classes -------------------------------------------------------------------
@@ -202,6 +229,19 @@ def _drf_class_problem(setting: str, path: str) -> str | None:
     return None
 
 
+def _validator_problem(cls: Any, what: str) -> str:
+    """Why ``cls`` cannot be ``VALIDATOR`` (a class made once without arguments), or ``""``."""
+    if not isinstance(cls, type):
+        return f"it is not a class of {what}."
+    try:
+        instance = cls()
+    except Exception as exc:
+        return f"it cannot be made without arguments ({type(exc).__name__}: {exc})."
+    if not all(callable(getattr(instance, m, None)) for m in ("check_schema", "problems")):
+        return f"it is not {what}."
+    return ""
+
+
 def _import(path: str) -> tuple[Any, str]:
     from django.utils.module_loading import import_string
 
@@ -237,9 +277,9 @@ def _check_components(raw: dict[str, Any]) -> list[CheckMessage]:
         if cls is not None:
             if base is not None:
                 fits = isinstance(cls, type) and issubclass(cls, base)
+                problem = "" if fits else f"it is not {what}."
             else:
-                fits = all(callable(getattr(cls, m, None)) for m in ("check_schema", "problems"))
-            problem = "" if fits else f"it is not {what}."
+                problem = _validator_problem(cls, what)
         if problem:
             errors.append(
                 Error(
@@ -359,6 +399,13 @@ def _check_numbers(raw: dict[str, Any]) -> list[CheckMessage]:
             errors.append(
                 Error(
                     f"MCP_APP['{name}'] must be at most {LONGEST_SECONDS} seconds.",
+                    id="mcp_app.E009",
+                )
+            )
+        elif name.endswith("_MS") and value > LONGEST_SECONDS * 1000:
+            errors.append(
+                Error(
+                    f"MCP_APP['{name}'] must be at most {LONGEST_SECONDS * 1000} milliseconds.",
                     id="mcp_app.E009",
                 )
             )

@@ -389,6 +389,13 @@ def test_days_overrides_the_setting_and_none_keeps_everything(mcp: Any) -> None:
         audit.clean(-1)
 
 
+@pytest.mark.parametrize("days", ["1000000", str(10**12)])
+def test_more_days_than_dates_go_back_keeps_every_row(days: str) -> None:
+    aged(3)
+    assert run_clean("--days", days) == f"Removed 0 audit row(s) older than {days} day(s).\n"
+    assert ToolCall.objects.count() == 1
+
+
 def test_clean_deletes_in_batches(monkeypatch: Any) -> None:
     monkeypatch.setattr(audit, "CLEAN_BATCH", 2)
     aged(40, count=5)

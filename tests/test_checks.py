@@ -18,6 +18,7 @@ from mcp_app.checks import (
     check_row_templates,
     check_settings,
 )
+from mcp_app.schema import JSONSchemaValidator
 
 
 def ids(value: Any) -> list[str]:
@@ -65,9 +66,22 @@ def test_non_list_allowed_origins_is_e004(origins: Any) -> None:
     assert ids({"ALLOWED_ORIGINS": origins}) == ["mcp_app.E004"]
 
 
-@pytest.mark.parametrize("age", [0, -1, True, float("inf")])
+@pytest.mark.parametrize("age", [0, -1, True, float("inf"), 10**20])
 def test_non_positive_request_state_age_is_e005(age: int) -> None:
+    # 10**20 ms is past what a timedelta holds: every input_required round would fail.
     assert ids({"REQUEST_STATE_MAX_AGE_MS": age}) == ["mcp_app.E005"]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        # Past threading.TIMEOUT_MAX: every wait for a client's answer would fail.
+        {"INPUT_TIMEOUT_SECONDS": 10**10},
+        {"SSE_RETRY_MS": 10**13},
+    ],
+)
+def test_durations_longer_than_a_wait_can_be_are_e009(value: dict[str, int]) -> None:
+    assert ids(value) == ["mcp_app.E009"]
 
 
 def test_several_problems_are_all_reported_in_order() -> None:
@@ -196,11 +210,22 @@ def test_usable_components_pass(value: Any) -> None:
     assert ids(value) == []
 
 
+VALIDATOR_INSTANCE = JSONSchemaValidator()
+
+
+class StrictValidator(JSONSchemaValidator):
+    def __init__(self, strict: bool) -> None:
+        super().__init__()
+
+
 @pytest.mark.parametrize(
     ("value", "problem"),
     [
         ({"VALIDATOR": "mcp_app.schema.Nope"}, "does not import"),
         ({"VALIDATOR": "mcp_app.sessions.SessionStore"}, "is not a mcp_app.schema.Validator"),
+        # An instance, where a class is made once per process: every call would fail.
+        ({"VALIDATOR": "tests.test_checks.VALIDATOR_INSTANCE"}, "is not a class of"),
+        ({"VALIDATOR": "tests.test_checks.StrictValidator"}, "cannot be made without arguments"),
         ({"SESSION_STORE": "mcp_app.delivery.local.LocalBackend"}, "SessionStore subclass"),
         ({"DELIVERY_BACKEND": "mcp_app.delivery.nope.Backend"}, "does not import"),
         ({"DELIVERY_BACKEND": "mcp_app.sessions.CacheSessionStore"}, "Backend subclass"),
@@ -290,6 +315,15 @@ def test_numbers_that_are_not_positive_are_e009(value: Any) -> None:
 @pytest.mark.parametrize("alias", ["nope", None, 3])
 def test_a_database_alias_that_is_no_database_is_e012(alias: Any) -> None:
     assert ids({"DATABASE_ALIAS": alias}) == ["mcp_app.E012"]
+
+
+@pytest.mark.parametrize("cache", ["nope", 5, None])
+def test_a_session_cache_that_is_no_cache_is_e012(cache: Any) -> None:
+    store = "mcp_app.sessions.CacheSessionStore"
+    assert ids({"SESSION_STORE": store, "SESSION_CACHE": cache}) == ["mcp_app.E012"]
+    assert ids({"SESSION_STORE": store, "SESSION_CACHE": "default"}) == []
+    # Only the cache store reads it.
+    assert ids({"SESSION_CACHE": cache}) == []
 
 
 @pytest.mark.parametrize("libraries", ["humanize", [""], [3], None])
