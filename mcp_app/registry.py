@@ -197,13 +197,17 @@ def _common(
     return wire
 
 
-def _check_face(kind: str, name: str, definition: Any) -> None:
-    """What every definition lists the same way: text, icons, annotations and ``_meta``."""
+def _check_text(what: str, definition: Any) -> None:
     for attribute in ("title", "description"):
         value = getattr(definition, attribute)
         # Text, or Django's lazy text (gettext_lazy), which is listed translated.
         if value is not None and not isinstance(value, str | Promise):
-            raise DefinitionError(f"{kind} {name!r}: {attribute} must be text")
+            raise DefinitionError(f"{what}: {attribute} must be text")
+
+
+def _check_face(kind: str, name: str, definition: Any) -> None:
+    """What every definition lists the same way: text, icons, annotations and ``_meta``."""
+    _check_text(f"{kind} {name!r}", definition)
     icons = definition.icons
     if icons is not None and (
         isinstance(icons, str | bytes | Mapping)
@@ -473,6 +477,16 @@ class PromptArgument:
         except TypeError as exc:
             raise DefinitionError(f"bad prompt argument {value!r}: {exc}") from exc
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise DefinitionError(f"a prompt argument's name must be text, not {self.name!r}")
+        if not isinstance(self.required, bool):
+            raise DefinitionError(
+                f"prompt argument {self.name!r}: required must be True or False, "
+                f"not {self.required!r}"
+            )
+        _check_text(f"prompt argument {self.name!r}", self)
+
     @property
     def wire(self) -> JSON:
         wire: JSON = {"name": self.name}
@@ -501,8 +515,13 @@ class PromptDef:
     source: str = "code"
 
     def __post_init__(self) -> None:
-        if not self.name:
-            raise DefinitionError("a prompt needs a name")
+        if not isinstance(self.name, str) or not self.name:
+            raise DefinitionError(f"a prompt needs a name (text), not {self.name!r}")
+        if isinstance(self.arguments, str | bytes | Mapping):
+            raise DefinitionError(
+                f"prompt {self.name!r}: arguments must be a list, as in arguments=['id'], "
+                f"not {self.arguments!r}"
+            )
         if not callable(self.handler):
             raise DefinitionError(f"prompt {self.name!r}: handler is not callable")
         args = tuple(PromptArgument.coerce(a) for a in self.arguments)

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 from django.core.exceptions import ImproperlyConfigured
 
 from .conf import conf
-from .exceptions import AlreadyRegistered, NotRegistered
+from .exceptions import AlreadyRegistered, DefinitionError, NotRegistered
 from .protocol.engine import Engine, ServerOptions
 from .registry import Catalog, PromptArgument, PromptDef, ResourceDef, TemplateDef, ToolDef
 from .schema import Validator
@@ -394,7 +394,8 @@ class Server:
 
         Raises:
             AlreadyRegistered: a template of that name exists.
-            DefinitionError: the template or an attribute is invalid.
+            DefinitionError: the template or an attribute is invalid, or another template has
+                the same URI template.
         """
         template = TemplateDef(
             uri_template=uri_template,
@@ -409,7 +410,15 @@ class Server:
             complete=dict(complete or {}),
             permission=permission,
         )
-        return self._add(self._templates, "resource template", template.name, template)  # type: ignore[no-any-return]
+        with self._lock:
+            for other in self._templates.values():
+                if other.uri_template == template.uri_template:
+                    # The first would match every URI: the second would never be read.
+                    raise DefinitionError(
+                        f"resource template {template.name!r}: {template.uri_template!r} is "
+                        f"already the URI template of {other.name!r}"
+                    )
+            return self._add(self._templates, "resource template", template.name, template)  # type: ignore[no-any-return]
 
     def remove_resource_template(self, name: str) -> None:
         """Raises: NotRegistered."""
@@ -452,7 +461,8 @@ class Server:
             handler=handler,
             title=title,
             description=description if description is not None else _doc(handler),
-            arguments=tuple(PromptArgument.coerce(a) for a in arguments),
+            # Not taken apart here: PromptDef refuses text or a mapping, not a list of them.
+            arguments=arguments,  # type: ignore[arg-type]
             icons=icons,
             meta=meta,
             complete=dict(complete or {}),

@@ -356,6 +356,31 @@ def test_a_second_server_of_the_same_name_is_refused(server: mcp_app.Server) -> 
     assert servers["default"] is mcp_app.site
 
 
+def test_a_second_template_of_the_same_uri_template_is_refused(server: mcp_app.Server) -> None:
+    server.add_resource_template(first_handler, uri_template="dup://{id}", name="first")
+    with pytest.raises(DefinitionError, match="already the URI template of 'first'"):
+        server.add_resource_template(second_handler, uri_template="dup://{id}", name="second")
+    assert list(server.catalog().template_map) == ["first"]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "problem"),
+    [
+        ("id", "arguments must be a list"),
+        ({"id": "the id"}, "arguments must be a list"),
+        ([{"name": 5}], "name must be text"),
+        ([""], "name must be text"),
+        ([{"name": "id", "required": "no"}], "required must be True or False"),
+        ([{"name": "id", "description": 5}], "description must be text"),
+    ],
+)
+def test_prompt_arguments_of_the_wrong_kind_are_refused(
+    server: mcp_app.Server, arguments: Any, problem: str
+) -> None:
+    with pytest.raises(DefinitionError, match=problem):
+        server.add_prompt(first_handler, name="p", arguments=arguments)
+
+
 # ---------------------------------------------------------------- refusals
 
 
