@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import json
 import logging
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import pytest
@@ -568,6 +569,32 @@ def test_async_tool_runs_through_the_context_runner() -> None:
 def test_async_tool_runs_with_the_default_runner() -> None:
     result = call(make_engine(), Catalog(1, tools=[tool("t", async_tool)]), "t", {"n": 2})
     assert result == {"content": [text("async 2")]}
+
+
+def plainly_wrapped(function: Callable[..., Any]) -> Callable[..., Any]:
+    """A decorator that does not keep an async function a coroutine function."""
+
+    @functools.wraps(function)
+    def wrapper(*args: Any) -> Any:
+        return function(*args)
+
+    return wrapper
+
+
+def test_an_async_tool_behind_a_plain_wrapper_is_awaited() -> None:
+    result = call(
+        make_engine(), Catalog(1, tools=[tool("t", plainly_wrapped(async_tool))]), "t", {"n": 3}
+    )
+    assert result == {"content": [text("async 3")]}
+
+
+def test_an_async_completer_behind_a_plain_wrapper_is_awaited() -> None:
+    async def completer(value: str, context_args: dict[str, str], ctx: RequestContext) -> list[str]:
+        return [value + "?"]
+
+    catalog = completion_catalog(prompt_completer=plainly_wrapped(completer))
+    result = complete(catalog, {"type": "ref/prompt", "name": "p"}, {"name": "lang", "value": "x"})
+    assert result["completion"]["values"] == ["x?"]
 
 
 def test_exception_in_an_async_tool_is_an_error_result() -> None:

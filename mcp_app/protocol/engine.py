@@ -276,7 +276,7 @@ class Engine:
     ) -> Any:
         if is_async:
             return ctx.run_async(handler(*args, ctx))
-        return handler(*args, ctx)
+        return _awaited(handler(*args, ctx), ctx)
 
     def tools_call(
         self, params: Mapping[str, Any], ctx: RequestContext, catalog: Catalog
@@ -489,7 +489,7 @@ class Engine:
         if _is_async(completer):
             found = ctx.run_async(completer(value, context_args, ctx))
         else:
-            found = completer(value, context_args, ctx)
+            found = _awaited(completer(value, context_args, ctx), ctx)
         return results.completion_result(found)
 
 
@@ -501,7 +501,12 @@ def resource_not_found_code(version: str) -> int:
 
 
 def _call_work(work: Callable[[Any], Any], ctx: RequestContext) -> Any:
-    value = work(ctx)
+    return _awaited(work(ctx), ctx)
+
+
+def _awaited(value: Any, ctx: RequestContext) -> Any:
+    """``value``, or what it comes to if it is a coroutine: an async function behind a plain
+    wrapper (a decorator that did not keep it a coroutine function) returns one."""
     if asyncio.iscoroutine(value):
         return ctx.run_async(value)
     return value
