@@ -546,7 +546,10 @@ def _key_problem() -> str | None:
             key = settings.SECRET_KEY
         except ImproperlyConfigured:
             key = ""
-    if not isinstance(key, str | bytes) or not key:
+    if not isinstance(key, str | bytes):
+        # conf signs with str(key): judged as that text.
+        key = str(key)
+    if not key:
         return "is missing"
     text = key.decode(errors="replace") if isinstance(key, bytes) else key
     if text.startswith("django-insecure"):

@@ -417,6 +417,14 @@ def test_a_request_state_key_is_checked_instead_of_the_secret_key() -> None:
     assert messages[0].msg.startswith("The key that signs requestState (REQUEST_STATE_KEY)")
     strong = {**ORIGINS, "REQUEST_STATE_KEY": GOOD_KEY}
     assert deploy_ids(SECRET_KEY="django-insecure-x", MCP_APP=strong) == []
+    # Not text: the state is signed with its text, judged as such (not "missing").
+    number = {**ORIGINS, "REQUEST_STATE_KEY": 12345}
+    with override_settings(SECRET_KEY=GOOD_KEY, MCP_APP=number):
+        messages = check_deployment()
+    assert messages[0].msg == (
+        "The key that signs requestState (REQUEST_STATE_KEY) is too short or too simple "
+        "(fewer than 50 characters or 5 distinct ones)."
+    )
 
 
 def test_no_allowed_origins_with_debug_off_is_w002() -> None:
