@@ -19,7 +19,7 @@ from django.utils.text import capfirst
 from . import rows
 from . import schema as schema_module
 from .fields import OrderedJSONField, WireJSONField
-from .registry import NAME_RE, header_problem
+from .registry import NAME_RE, URI_RE, header_problem
 from .uritemplate import URITemplate, URITemplateError
 
 
@@ -85,7 +85,6 @@ class DeliveryMessage(models.Model):
 # definitions of their server, and ``mcp_app.signals`` announces every committed edit.
 
 #: A URI: a scheme, a colon, then no whitespace.
-URI_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:\S*\Z")
 #: Prompt argument names: usable as ``{{ name }}`` in the messages' templates (which refuse
 #: a variable starting with ``_``).
 ARGUMENT_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}\Z")

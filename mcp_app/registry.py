@@ -34,6 +34,8 @@ JSON = dict[str, Any]
 NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}\Z")
 #: An HTTP field name (RFC 9110 token): what an ``x-mcp-header`` value may be.
 HEADER_TOKEN_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
+#: An absolute URI: a scheme, a colon, and no white space.
+URI_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:\S*\Z")
 #: The types of parameter an ``x-mcp-header`` may mirror (``number`` is not one).
 HEADER_TYPES = frozenset({"string", "integer", "boolean"})
 
@@ -206,8 +208,14 @@ def _check_text(what: str, definition: Any) -> None:
 
 
 def _check_face(kind: str, name: str, definition: Any) -> None:
-    """What every definition lists the same way: text, icons, annotations and ``_meta``."""
+    """What every definition lists the same way: its name, text, icons, annotations and
+    ``_meta``."""
+    if not isinstance(definition.name, str) or not definition.name:
+        raise DefinitionError(f"{kind} {name!r}: name must be text, not {definition.name!r}")
     _check_text(f"{kind} {name!r}", definition)
+    mime_type = getattr(definition, "mime_type", None)
+    if mime_type is not None and not isinstance(mime_type, str):
+        raise DefinitionError(f"{kind} {name!r}: mime_type must be text")
     icons = definition.icons
     if icons is not None and (
         isinstance(icons, str | bytes | Mapping)
@@ -380,10 +388,19 @@ class ResourceDef:
     source: str = "code"
 
     def __post_init__(self) -> None:
-        if not self.uri or ":" not in self.uri:
+        if not isinstance(self.uri, str) or not URI_RE.match(self.uri):
             raise DefinitionError(f"resource {self.name!r}: {self.uri!r} is not an absolute URI")
+        if "{" in self.uri:
+            raise DefinitionError(
+                f"resource {self.name!r}: {self.uri!r} is a URI template; register it with "
+                "add_resource_template (or @resource_template)"
+            )
         if not callable(self.handler):
             raise DefinitionError(f"resource {self.uri!r}: handler is not callable")
+        if self.size is not None and (
+            isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < 0
+        ):
+            raise DefinitionError(f"resource {self.uri!r}: size must be a number of bytes")
         _check_face("resource", self.uri, self)
 
     @cached_property

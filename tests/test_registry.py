@@ -611,3 +611,30 @@ def test_lazy_translated_text_is_text() -> None:
         name="t", handler=handler, title=gettext_lazy("Title"), description=gettext_lazy("About")
     )
     assert str(definition.wire["title"]) == "Title"
+
+
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [
+        ({"uri": "not a uri: really"}, "is not an absolute URI"),
+        ({"uri": ":"}, "is not an absolute URI"),
+        ({"uri": 5}, "is not an absolute URI"),
+        ({"uri": "people://{id}"}, "is a URI template; register it with add_resource_template"),
+        ({"size": -1}, "size must be a number of bytes"),
+        ({"size": "big"}, "size must be a number of bytes"),
+        ({"size": True}, "size must be a number of bytes"),
+        ({"mime_type": 5}, "mime_type must be text"),
+        ({"name": 5}, "name must be text"),
+    ],
+)
+def test_a_resource_of_the_wrong_kind_is_not_defined(fields: dict[str, Any], problem: str) -> None:
+    values = {"uri": "notes://one", "name": "one", "handler": handler, **fields}
+    with pytest.raises(DefinitionError, match=problem):
+        ResourceDef(**values)
+
+
+def test_a_template_or_prompt_named_with_no_text_is_not_defined() -> None:
+    with pytest.raises(DefinitionError, match="name must be text"):
+        TemplateDef(uri_template="notes://{id}", name=7, handler=handler)  # type: ignore[arg-type]
+    with pytest.raises(DefinitionError, match="needs a name"):
+        PromptDef(name=5, handler=handler)  # type: ignore[arg-type]
