@@ -153,11 +153,11 @@ class JSONSchemaValidator(Validator):
         """As ``problems``, for the schema whose canonical text (``canonical()``) is ``key``:
         for a schema that does not change, keyed once rather than on every call."""
         compiled, quick = self._compiled(key)
-        deadline = _deadline.set(time.monotonic() + PATTERNS_SECONDS)
+        spent = _spent.set([0.0])
         try:
             return self._checked(compiled, quick, instance)
         finally:
-            _deadline.reset(deadline)
+            _spent.reset(spent)
 
     def _checked(self, compiled: Any, quick: Any, instance: object) -> list[Problem]:
         try:
@@ -352,8 +352,10 @@ PATTERN_SECONDS = 0.25
 #: (or names), each taking ``PATTERN_SECONDS``, would otherwise hold a worker as long.
 PATTERNS_SECONDS = 4 * PATTERN_SECONDS
 _SLOW = "took longer than"
-_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
-    "mcp_app_pattern_deadline", default=None
+#: The seconds the validation under way has spent matching patterns (in a list, so that
+#: each search adds to it), or ``None`` outside a validation.
+_spent: contextvars.ContextVar[list[float] | None] = contextvars.ContextVar(
+    "mcp_app_pattern_seconds", default=None
 )
 
 
@@ -378,17 +380,25 @@ def _search(pattern: str, text: str) -> bool:
         TimeoutError: the search took longer, or no time was left.
     """
     timeout = PATTERN_SECONDS
-    deadline = _deadline.get()
-    if deadline is not None:
-        left = deadline - time.monotonic()
+    spent = _spent.get()
+    if spent is not None:
+        left = PATTERNS_SECONDS - spent[0]
         if left <= 0:
             raise _OutOfTime
         timeout = min(timeout, left)
+    started = time.monotonic()
     try:
         return regex.search(pattern, text, timeout=timeout) is not None
+    except TimeoutError:
+        if timeout < PATTERN_SECONDS:
+            raise _OutOfTime from None  # cut short by what was left, not by its own limit
+        raise
     except regex.error:
         # A pattern the regex module reads otherwise than re, which checked it as a schema.
         return re.search(pattern, text) is not None
+    finally:
+        if spent is not None:
+            spent[0] += time.monotonic() - started
 
 
 def _pattern(validator: Any, pattern: Any, instance: Any, schema: Any) -> Iterator[Any]:
@@ -420,14 +430,14 @@ def _pattern_properties(validator: Any, patterns: Any, instance: Any, schema: An
 
 
 def _matches_any(patterns: Iterable[str], key: str) -> bool:
-    """Whether ``key`` matches one of ``patterns``. A search that takes too long counts as a
-    match: ``patternProperties`` reports it, wherever it applies."""
+    """Whether ``key`` matches one of ``patterns``. A search that takes too long counts as no
+    match, so the name is extra (or not evaluated), and refused where that refuses it."""
     for pattern in patterns:
         try:
             if _search(pattern, key):
                 return True
         except TimeoutError:
-            return True
+            return False
     return False
 
 

@@ -1032,6 +1032,30 @@ def test_many_strings_that_backtrack_share_one_time_limit() -> None:
     assert JSONSchemaValidator().problems(schema, ["aaaa"]) == []
 
 
+def test_the_shared_time_limit_counts_only_the_matching(monkeypatch: pytest.MonkeyPatch) -> None:
+    import mcp_app.schema as schema_module
+
+    # Checking the long list takes longer than this; matching the patterns does not.
+    monkeypatch.setattr(schema_module, "PATTERNS_SECONDS", 0.02)
+    schema = {
+        "type": "object",
+        "patternProperties": {"^x": {}},
+        "properties": {
+            "big": {"type": "array", "items": {"type": "integer"}},
+            "name": {"type": "string", "pattern": "^a$"},
+        },
+        "unevaluatedProperties": False,
+    }
+    big = list(range(50_000))
+    started = time.perf_counter()
+    assert JSONSchemaValidator().problems(schema, {"big": big, "name": "a", "x1": 0}) == []
+    assert time.perf_counter() - started > 0.02  # the list did take longer
+    problems = JSONSchemaValidator().problems(schema, {"big": big, "name": "a", "zzz": 1})
+    assert [p.message for p in problems] == [
+        "Unevaluated properties are not allowed ('zzz' was unexpected)"
+    ]
+
+
 def test_a_pattern_re_would_backtrack_on_is_matched_at_once() -> None:
     schema = {"type": "object", "properties": {"x": {"type": "string", "pattern": "^(a+)+$"}}}
     problems = JSONSchemaValidator().problems(schema, {"x": "a" * 60 + "!"})
