@@ -989,6 +989,10 @@ def describe_permission(permission: Any) -> str:
         return "Anyone the endpoint admits"
     if isinstance(permission, str):
         return f"Users with the permission {permission}"
+    if isinstance(permission, list | tuple | set | frozenset) and all(
+        isinstance(each, str) for each in permission
+    ):
+        return f"Users with each of the permissions {', '.join(sorted(permission))}"
     groups = getattr(permission, "groups", None)
     codenames = getattr(permission, "permissions", None)
     if isinstance(groups, frozenset | set) and isinstance(codenames, frozenset | set):

@@ -92,9 +92,15 @@ _SCHEMA_PLACES = frozenset(
 def _stray_header(input_schema: Any) -> bool:
     """Whether an ``x-mcp-header`` sits where no chain of ``properties`` from the arguments
     leads (the root, ``anyOf``, ``items``, ``$defs``...): clients leave out such a tool."""
-    reached = {id(prop) for _, prop in _annotated(input_schema)}
+    try:
+        # A copy, in which each place is a dict of its own: a dict the caller's schema uses
+        # both under properties and elsewhere is judged in each place, as a client reads it.
+        schema = _json_copy(input_schema)
+    except RecursionError:
+        return False  # a schema holding itself: refused as such
+    reached = {id(prop) for _, prop in _annotated(schema)}
     seen: set[int] = set()
-    stack = [input_schema]
+    stack = [schema]
     while stack:
         schema = stack.pop()
         if not isinstance(schema, dict) or id(schema) in seen:
@@ -197,6 +203,21 @@ def _common(
     if meta:
         wire["_meta"] = dict(meta)
     return wire
+
+
+def permission_allows(permission: Any, user: Any) -> bool:
+    """Whether ``user`` may use a definition whose ``permission`` is this: ``None`` (anyone),
+    a codename (``user.has_perm``), a list of codenames (all of them) or a function of the
+    user."""
+    if permission is None:
+        return True
+    if callable(permission):
+        return bool(permission(user))
+    if user is None:
+        return False
+    if isinstance(permission, str):
+        return bool(user.has_perm(permission))
+    return bool(user.has_perms(list(permission)))
 
 
 def _check_text(what: str, definition: Any) -> None:

@@ -23,7 +23,15 @@ from .exceptions import AlreadyRegistered, DefinitionError
 from .protocol.jsonrpc import InvalidParams
 from .protocol.jsonrpc import clip as jsonrpc_clip
 from .recent import Recent
-from .registry import KINDS, PromptArgument, PromptDef, ResourceDef, TemplateDef, ToolDef
+from .registry import (
+    KINDS,
+    PromptArgument,
+    PromptDef,
+    ResourceDef,
+    TemplateDef,
+    ToolDef,
+    permission_allows,
+)
 from .server import channel_name, servers
 from .uritemplate import URITemplate, URITemplateError
 
@@ -919,15 +927,6 @@ def access(row: Definition) -> RowAccess | None:
     return RowAccess(groups, permissions)
 
 
-def _allows(permission: Any, user: Any) -> bool:
-    """What ``SettingsEngine.permitted`` decides for a code definition's ``permission``."""
-    if permission is None:
-        return True
-    if callable(permission):
-        return bool(permission(user))
-    return bool(user is not None and user.has_perm(permission))
-
-
 @dataclass(frozen=True)
 class _Both:
     """A code tool's own permission and a restyling row's access: the caller needs both."""
@@ -936,7 +935,7 @@ class _Both:
     row: RowAccess
 
     def __call__(self, user: Any) -> bool:
-        return _allows(self.code, user) and self.row(user)
+        return permission_allows(self.code, user) and self.row(user)
 
 
 def tool_def(row: Tool) -> ToolDef:

@@ -14,7 +14,15 @@ from django.core.exceptions import ImproperlyConfigured
 from .conf import conf
 from .exceptions import AlreadyRegistered, DefinitionError, NotRegistered
 from .protocol.engine import Engine, ServerOptions
-from .registry import Catalog, PromptArgument, PromptDef, ResourceDef, TemplateDef, ToolDef
+from .registry import (
+    Catalog,
+    PromptArgument,
+    PromptDef,
+    ResourceDef,
+    TemplateDef,
+    ToolDef,
+    permission_allows,
+)
 from .schema import Validator
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -238,11 +246,20 @@ class Server:
         """Tell clients subscribed to ``uri`` that its content changed (after commit)."""
         self.announce({"uri": uri}, "updated")
 
-    def _add(self, registry: dict[str, Any], kind: str, key: str, definition: Any) -> Any:
+    def _add(
+        self,
+        registry: dict[str, Any],
+        kind: str,
+        key: str,
+        definition: Any,
+        check: Callable[[], None] | None = None,
+    ) -> Any:
         with self._lock:
             existing = registry.get(key)
             if existing is not None:
                 raise AlreadyRegistered(kind, key, existing.handler, definition.handler)
+            if check is not None:
+                check()  # under the lock, against what is registered now
             registry[key] = definition
             self._changed(kind)
         self._announce_change(kind)
@@ -410,7 +427,8 @@ class Server:
             complete=dict(complete or {}),
             permission=permission,
         )
-        with self._lock:
+
+        def unique() -> None:
             for other in self._templates.values():
                 if other.uri_template == template.uri_template:
                     # The first would match every URI: the second would never be read.
@@ -418,7 +436,10 @@ class Server:
                         f"resource template {template.name!r}: {template.uri_template!r} is "
                         f"already the URI template of {other.name!r}"
                     )
-            return self._add(self._templates, "resource template", template.name, template)  # type: ignore[no-any-return]
+
+        return self._add(  # type: ignore[no-any-return]
+            self._templates, "resource template", template.name, template, unique
+        )
 
     def remove_resource_template(self, name: str) -> None:
         """Raises: NotRegistered."""
@@ -541,15 +562,7 @@ class SettingsEngine(Engine):
     def permitted(self, definition: Any, ctx: Any) -> bool:
         """A permission codename (``app.codename``), a list of them (all needed), or a
         callable of the user decides."""
-        permission = definition.permission
-        user = ctx.user
-        if callable(permission):
-            return bool(permission(user))
-        if user is None:
-            return False
-        if isinstance(permission, str):
-            return bool(user.has_perm(permission))
-        return bool(user.has_perms(list(permission)))
+        return permission_allows(definition.permission, ctx.user)
 
     def validator(self) -> Validator:
         path = conf.VALIDATOR

@@ -685,6 +685,9 @@ def test_who_may_use_a_definition_is_said_in_words() -> None:
     describe = playground.describe_permission
     assert describe(None) == "Anyone the endpoint admits"
     assert describe("demo.open") == "Users with the permission demo.open"
+    assert describe(["demo.use", "demo.open"]) == (
+        "Users with each of the permissions demo.open, demo.use"
+    )
     assert describe(Access(frozenset({editors.pk}), frozenset({"demo.open"}))) == (
         "Superusers, members of Editors or users with demo.open"
     )

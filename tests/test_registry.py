@@ -223,6 +223,13 @@ def test_an_x_mcp_header_off_the_chain_of_properties_is_not_defined(schema: Any)
         ToolDef(name="t", handler=handler, input_schema=schema)
 
 
+def test_a_property_used_under_properties_and_elsewhere_is_judged_in_each_place() -> None:
+    region = {"type": "string", "x-mcp-header": "Region"}
+    schema = {"type": "object", "properties": {"a": region, "b": {"anyOf": [region]}}}
+    with pytest.raises(DefinitionError, match="reached from the arguments through 'properties'"):
+        ToolDef(name="t", handler=handler, input_schema=schema)
+
+
 def test_a_property_named_x_mcp_header_is_only_a_name() -> None:
     schema = {"type": "object", "properties": {"x-mcp-header": {"type": "string"}}}
     assert header_problem(schema) is None

@@ -166,6 +166,30 @@ def test_a_restyling_that_is_not_a_valid_tool_still_limits_who_may_use_it(
     assert beta.permission is not None and beta.permission(AnonymousUser()) is False
 
 
+def test_a_restyled_tool_whose_code_needs_a_list_of_permissions_needs_them_and_the_row(
+    server: Server,
+) -> None:
+    from django.contrib.auth.models import Group, Permission, User
+
+    server.add_tool(code_handler, name="listed", permission=["auth.view_user", "auth.change_user"])
+    row = tool_row("listed", overrides_code=True, handler="", title="Listed, restyled")
+    members = Group.objects.create(name="listed-users")
+    row.groups.add(members)
+    pat = User.objects.create_user("pat")
+    pat.groups.add(members)
+    check = server.catalog().tool_map["listed"].permission
+
+    def allowed() -> bool:
+        return bool(check(User.objects.get(pk=pat.pk)))  # fresh: permissions are cached
+
+    assert not allowed()
+    for codename in ("view_user", "change_user"):
+        pat.user_permissions.add(Permission.objects.get(codename=codename))
+    assert allowed()
+    pat.groups.remove(members)
+    assert not allowed()
+
+
 def test_rows_the_catalog_cannot_take_are_left_out_and_logged(
     server: Server, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -361,6 +362,32 @@ def test_a_second_template_of_the_same_uri_template_is_refused(server: mcp_app.S
     with pytest.raises(DefinitionError, match="already the URI template of 'first'"):
         server.add_resource_template(second_handler, uri_template="dup://{id}", name="second")
     assert list(server.catalog().template_map) == ["first"]
+
+
+@pytest.mark.parametrize("kind", ["tool", "resource_template"])
+def test_a_definition_is_announced_outside_the_servers_lock(
+    server: mcp_app.Server, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    # A slow delivery backend must not hold up every catalog() while it publishes.
+    free: list[bool] = []
+
+    def announce(kind: str) -> None:
+        def elsewhere() -> None:
+            got = server._lock.acquire(timeout=1)
+            if got:
+                server._lock.release()
+            free.append(got)
+
+        thread = threading.Thread(target=elsewhere)
+        thread.start()
+        thread.join()
+
+    monkeypatch.setattr(server, "_announce_change", announce)
+    if kind == "tool":
+        server.add_tool(first_handler, name="announced")
+    else:
+        server.add_resource_template(first_handler, uri_template="a://{id}", name="announced")
+    assert free == [True]
 
 
 @pytest.mark.parametrize(
