@@ -57,10 +57,12 @@ ZERO_ALLOWED = {
     "RECHECK_SECONDS": "to read the catalog's generation and sessions on every call",
     "DELIVERY_REORDER_SECONDS": "to wait for no row that commits out of order",
 }
-#: The longest duration, in seconds (about 31 years): a longer time to live or retention
-#: overflows the datetime it is added to, a longer wait Python's thread waits
-#: (``threading.TIMEOUT_MAX``, about 292 years on Linux).
+#: The longest duration of a setting in seconds (about 31 years): a longer wait would pass
+#: Python's thread waits (``threading.TIMEOUT_MAX``, about 292 years on Linux).
 LONGEST_SECONDS = 10**9
+#: The longest time dates can be offset by (about 300 years): a longer audit retention would
+#: overflow the datetime it is taken from.
+LONGEST_RETENTION_SECONDS = 10**10
 SWITCHES = (
     "VALIDATE_INPUT",
     "VALIDATE_OUTPUT",
@@ -414,12 +416,12 @@ def _check_numbers(raw: dict[str, Any]) -> list[CheckMessage]:
         if (
             isinstance(days, bool)
             or not isinstance(days, int)
-            or not 0 < days * 86400 <= LONGEST_SECONDS
+            or not 0 < days * 86400 <= LONGEST_RETENTION_SECONDS
         ):
             errors.append(
                 Error(
-                    "MCP_APP['AUDIT_RETENTION_DAYS'] must be a positive number of days, or "
-                    "None to keep audit rows forever.",
+                    "MCP_APP['AUDIT_RETENTION_DAYS'] must be a positive number of days, at most "
+                    f"{LONGEST_RETENTION_SECONDS // 86400}, or None to keep audit rows forever.",
                     id="mcp_app.E009",
                 )
             )

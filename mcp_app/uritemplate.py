@@ -285,14 +285,15 @@ def _compile_matcher(template: str, parts: tuple[str | _Expression, ...]) -> _Ma
         else:
             _add_expression(atoms, part)
     if query_lead == "&":
-        # The query goes on from a literal one ("?a=1{&b}"): a variable before it that encodes
-        # reserved characters has no "&" of its own, so one there starts the query.
-        atoms = [
-            replace(atom, stop=atom.stop + "&")
-            if isinstance(atom, _Capture) and not atom.lazy
-            else atom
-            for atom in atoms
-        ]
+        # The query goes on from a literal one ("?a={a}{&b}"): a variable of it that encodes
+        # reserved characters has no "&" of its own, so one there starts the rest of the
+        # query. Variables before the "?" (in the path) may hold one.
+        in_query = False
+        for index, atom in enumerate(atoms):
+            if isinstance(atom, _Literal):
+                in_query = in_query or "?" in atom.text
+            elif in_query and not atom.lazy:
+                atoms[index] = replace(atom, stop=atom.stop + "&")
     first = atoms[0] if atoms else None
     prefix = first.text if isinstance(first, _Literal) else ""
     return _Matcher(tuple(atoms), prefix, query_lead, frozenset(query_names))

@@ -108,6 +108,8 @@ def test_check_is_registered_with_django() -> None:
 def test_the_audit_settings_are_known() -> None:
     assert ids({"AUDIT": False, "AUDIT_ARGUMENTS": True, "AUDIT_RETENTION_DAYS": 90}) == []
     assert ids({"AUDIT_RETENTION_DAYS": None}) == []
+    # A century of audit rows: a date limit, not a wait's.
+    assert ids({"AUDIT_RETENTION_DAYS": 36500}) == []
 
 
 # -- E006: DRF classes ----------------------------------------------------------------------

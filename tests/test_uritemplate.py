@@ -252,6 +252,11 @@ def test_query_continuation_after_a_variable_of_the_literal_query() -> None:
     template = URITemplate("api://search?query={query}{&limit}")
     assert template.match("api://search?query=foo&limit=10") == {"query": "foo", "limit": "10"}
     assert template.match("api://search?query=a%26b") == {"query": "a&b"}
+    # A variable in the path may still hold a literal "&".
+    assert URITemplate("api://{name}/x?v=1{&limit}").match("api://a&b/x?v=1&limit=2") == {
+        "name": "a&b",
+        "limit": "2",
+    }
 
 
 def test_query_and_continuation_combined() -> None:
