@@ -143,6 +143,19 @@ def owned(server: str, caller: str, task_ids: list[str]) -> list[str]:
     return [t for t in wanted if t in found]
 
 
+def states(server: str, caller: str, task_ids: list[str]) -> list[JSON]:
+    """Of ``task_ids``, ``caller``'s tasks on ``server`` as ``tasks/get`` answers them now,
+    in that order."""
+    wanted = [t for t in task_ids if wire.well_formed_task_id(t)]
+    found = {
+        task.pk: detailed(task)
+        for task in _tasks().filter(
+            pk__in=wanted, server=server, caller=caller, expires__gt=timezone.now()
+        )
+    }
+    return [found[t] for t in wanted if t in found]
+
+
 def _announce(endpoint: Endpoint, task_id: str, **extra: Any) -> None:
     """Publish the task as it is now, for listen streams that follow it (and ``extra`` for
     the process running it)."""

@@ -315,6 +315,55 @@ def test_a_task_started_before_the_cancel_is_still_answered() -> None:
         time.sleep(0.01)
 
 
+def test_a_listen_stream_sends_a_followed_task_that_ended_before_it_opened() -> None:
+    from mcp_app import run_as_task, tasks
+    from mcp_app.protocol.tasks import EXTENSION
+
+    own = mcp_app.Server("stdio-listen-task", rows=False)
+
+    @own.tool(task="optional")
+    def quick(arguments: dict[str, Any], context: Any) -> Any:
+        return run_as_task(lambda task: "done")
+
+    caps = {"io.modelcontextprotocol/clientCapabilities": {"extensions": {EXTENSION: {}}}}
+    reader, writer = os.pipe()
+    feed = os.fdopen(writer, "w")
+    out = Lines()
+    server = StdioServer(own, os.fdopen(reader, "r"), out)
+    thread = threading.Thread(target=server.serve, daemon=True)
+    thread.start()
+
+    def send(message: dict[str, Any]) -> None:
+        feed.write(json.dumps(message) + "\n")
+        feed.flush()
+
+    def answered(count: int) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + 5
+        while len(out.messages()) < count and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return out.messages()
+
+    try:
+        call = request(1, "tools/call", {"name": "quick"})
+        call["params"]["_meta"].update(caps)
+        send(call)
+        task_id = answered(1)[0]["result"]["taskId"]
+        deadline = time.monotonic() + 10
+        while task_id in tasks.running() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        listen = request(2, "subscriptions/listen", {"notifications": {"taskIds": [task_id]}})
+        listen["params"]["_meta"].update(caps)
+        send(listen)
+        ack, state = answered(3)[1:3]
+        send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}})
+    finally:
+        feed.close()
+        thread.join(5)
+        mcp_app.server.servers.pop("stdio-listen-task", None)
+    assert ack["method"] == "notifications/subscriptions/acknowledged"
+    assert (state["method"], state["params"]["status"]) == ("notifications/tasks", "completed")
+
+
 def test_tasks_still_running_when_the_session_ends_are_failed_at_once() -> None:
     from mcp_app import run_as_task, tasks
     from mcp_app.models import Task

@@ -627,8 +627,10 @@ def test_a_task_failed_for_want_of_its_lease_is_announced() -> None:
     client = MCPClient(jobs, capabilities=FOLLOWS)
     task_id = start("gated")
     Task.objects.filter(pk=task_id).update(lease_until=timezone.now() - timedelta(seconds=1))
-    got = client.listen({"taskIds": [task_id]}, count=1, during=lambda: get(task_id))
-    [sent] = got["notifications"]
+    got = client.listen({"taskIds": [task_id]}, count=2, during=lambda: get(task_id))
+    # As it was when the stream opened, then its failure.
+    opened, sent = got["notifications"]
+    assert opened["params"]["status"] == "working"
     assert sent["params"]["status"] == "failed"
     gate.set()
 
@@ -645,8 +647,9 @@ def test_a_listen_stream_fails_a_followed_task_whose_process_ended(settings: Any
     tasks._watcher.remove(task_id)
     Task.objects.filter(pk=task_id).update(lease_until=timezone.now() - timedelta(seconds=1))
     # Nobody polls: the stream's own renewal finds the lapsed lease.
-    got = client.listen({"taskIds": [task_id]}, count=1)
-    [sent] = got["notifications"]
+    got = client.listen({"taskIds": [task_id]}, count=2)
+    opened, sent = got["notifications"]
+    assert opened["params"]["status"] == "working"
     assert sent["params"]["status"] == "failed"
     assert "ended before it finished" in sent["params"]["error"]["message"]
     gate.set()
@@ -1043,11 +1046,12 @@ def test_a_listen_stream_follows_the_callers_tasks_it_asked_for() -> None:
     def answer() -> None:
         update(task_id, {"1.a": {"action": "decline"}, "1.b": {"action": "decline"}})
 
-    got = client.listen({"taskIds": [task_id, "someone-elses"]}, count=2, during=answer)
+    got = client.listen({"taskIds": [task_id, "someone-elses"]}, count=3, during=answer)
     # Only the caller's own tasks are followed.
     assert got["acknowledged"]["notifications"] == {"taskIds": [task_id]}
     sent = [n for n in got["notifications"] if n["method"] == "notifications/tasks"]
-    assert [n["params"]["status"] for n in sent] == ["working", "completed"]
+    # As it was when the stream opened, then each change.
+    assert [n["params"]["status"] for n in sent] == ["input_required", "working", "completed"]
     done = sent[-1]["params"]
     assert done["taskId"] == task_id
     assert done["result"]["content"][0]["text"] == '["a", "b"]'
@@ -1059,9 +1063,26 @@ def test_a_cancel_reaches_a_stream_that_follows_the_task() -> None:
 
     client = MCPClient(jobs, capabilities=FOLLOWS)
     task_id = start("gated")
-    got = client.listen({"taskIds": [task_id]}, count=1, during=lambda: cancel(task_id))
-    [sent] = got["notifications"]
+    got = client.listen({"taskIds": [task_id]}, count=2, during=lambda: cancel(task_id))
+    opened, sent = got["notifications"]
+    assert opened["params"]["status"] == "working"
     assert (sent["method"], sent["params"]["status"]) == ("notifications/tasks", "cancelled")
+
+
+def test_a_task_that_ended_before_the_stream_opened_is_sent_at_once() -> None:
+    from mcp_app.testing import MCPClient
+
+    client = MCPClient(jobs, capabilities=FOLLOWS)
+    task_id = start("slow", {"seconds": 0})
+    deadline = time.monotonic() + 10
+    while get(task_id)["result"]["status"] == "working" and time.monotonic() < deadline:
+        time.sleep(0.02)
+    # Ended before the client listened: a client that follows tasks only by listening
+    # would otherwise wait for ever.
+    got = client.listen({"taskIds": [task_id]}, count=1, timeout=3)
+    [sent] = got["notifications"]
+    assert sent["params"]["taskId"] == task_id
+    assert sent["params"]["status"] == "completed"
 
 
 def test_a_task_keeps_its_arguments_only_as_the_audit_trail_does(settings: Any) -> None:

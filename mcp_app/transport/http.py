@@ -405,14 +405,18 @@ class Endpoint:
             MissingClientCapability: it asks for task notifications without the extension.
         """
         options = self.server.options
-        own_tasks = lapses = None
+        own_tasks = lapses = task_states = None
         if task_wire.client_follows_tasks(req.capabilities):
+            caller = request_state.caller_id(user)
 
             def own_tasks(task_ids: list[str]) -> list[str]:
-                return tasks.owned(self.server.name, request_state.caller_id(user), task_ids)
+                return tasks.owned(self.server.name, caller, task_ids)
 
             def lapses(task_ids: list[str]) -> None:
                 tasks.fail_lapsed(self, task_ids)
+
+            def task_states(task_ids: list[str]) -> list[JSON]:
+                return tasks.states(self.server.name, caller, task_ids)
 
         return Listen(
             self.server,
@@ -425,6 +429,7 @@ class Endpoint:
                 self.server, uris, lambda fresh: self.context(req, fresh), user
             ),
             lapses=lapses,
+            task_states=task_states,
         )
 
     def discover(self, catalog: Catalog) -> JSON:

@@ -120,6 +120,7 @@ class Listen:
         own_tasks: Callable[[list[str]], list[str]] | None = None,
         hides: Callable[[list[str]], frozenset[str]] | None = None,
         lapses: Callable[[list[str]], None] | None = None,
+        task_states: Callable[[list[str]], list[JSON]] | None = None,
     ) -> None:
         """Listen as ``requested``, for what ``capabilities`` offer; with ``lists_may_change``,
         a list empty now (so not in the capabilities) is listened to as well, since a
@@ -128,7 +129,9 @@ class Listen:
         resources the caller may not read, whose updates it is then not sent (their
         subscription is acknowledged all the same, as for URIs that name nothing yet); asked
         again at each renewal of the stream. ``lapses(task_ids)``, at each renewal too, fails
-        the followed tasks whose process ended, which announces them.
+        the followed tasks whose process ended, which announces them. ``task_states(task_ids)``
+        reads the followed tasks as they are when the stream opens, each sent at once (one
+        that ended or waits for input before the client listened is not missed).
 
         Raises:
             InvalidParams: the filter is not an object of the documented shape.
@@ -172,6 +175,9 @@ class Listen:
         self._task_channels = frozenset(
             server.channel(f"task:{task_id}") for task_id in honoured.get("taskIds", ())
         )
+        self._task_states = task_states
+        #: Each followed task's last state sent: ``(lastUpdatedAt, status)``.
+        self._task_sent: dict[str, tuple[str, str]] = {}
 
     @property
     def channels(self) -> list[str]:
@@ -214,7 +220,27 @@ class Listen:
         return [Event(ack)]
 
     def backlog(self) -> list[Event]:
-        return []
+        """The followed tasks as they are now (read once the stream listens, so no change
+        falls between)."""
+        task_ids = self.honoured.get("taskIds")
+        if not task_ids or self._task_states is None:
+            return []
+        return [event for task in self._task_states(list(task_ids)) for event in self._task(task)]
+
+    def _task(self, task: JSON) -> list[Event]:
+        """``notifications/tasks`` for ``task``, unless it is a state already sent or older
+        (the same change read when the stream opened and delivered)."""
+        task_id, status = task.get("taskId"), task.get("status")
+        stamp = task.get("lastUpdatedAt")
+        if isinstance(task_id, str) and isinstance(stamp, str) and isinstance(status, str):
+            sent = self._task_sent.get(task_id)
+            # The same format to the millisecond, in UTC: the text orders as the time does.
+            if sent is not None and (stamp < sent[0] or (stamp, status) == sent):
+                return []
+            self._task_sent[task_id] = (stamp, status)
+        if status not in tasks.OPEN_STATUSES:
+            self._open_tasks.discard(task_id)
+        return [Event(self._tagged("notifications/tasks", task))]
 
     def ending(self) -> list[Event]:
         """The listen request's final result, sent when the server ends the stream."""
@@ -239,8 +265,5 @@ class Listen:
         if channel == self.server.channel("updated") and uri in self._uris:
             return [Event(self._tagged("notifications/resources/updated", {"uri": uri}))]
         if channel in self._task_channels and isinstance(message.get("task"), dict):
-            task = message["task"]
-            if task.get("status") not in tasks.OPEN_STATUSES:
-                self._open_tasks.discard(task.get("taskId"))
-            return [Event(self._tagged("notifications/tasks", task))]
+            return self._task(message["task"])
         return []

@@ -263,11 +263,19 @@ class StdioServer:
         except ProtocolError as exc:
             self.write(jsonrpc.error_response(req.id, exc))
             return
-        self._follow(req.id, listen, [event.message or {} for event in listen.opening()])
+        opening = [event.message or {} for event in listen.opening()]
+        self._follow(req.id, listen, opening, listen.backlog)
 
-    def _follow(self, key: Any, stream: _Followed, opening: list[JSON]) -> None:
-        """Write ``opening``, then what ``stream`` makes of its deliveries, until
-        ``end_listen(key)``; a stream that renews checks access again, as HTTP streams do.
+    def _follow(
+        self,
+        key: Any,
+        stream: _Followed,
+        opening: list[JSON],
+        backlog: Callable[[], list[sse.Event]] | None = None,
+    ) -> None:
+        """Write ``opening`` and the ``backlog()`` read once subscribed, then what ``stream``
+        makes of its deliveries, until ``end_listen(key)``; a stream that renews checks
+        access again, as HTTP streams do.
 
         Subscribed before ``opening`` is written, so that nothing delivered in between is
         lost; what is, is held and written after it.
@@ -288,6 +296,8 @@ class StdioServer:
                 self._renewals.wake()
 
         unsubscribe = backend().subscribe(stream.channels, sink)
+        if backlog is not None:
+            opening = opening + [event.message or {} for event in backlog()]
         with lock:
             for message in opening:
                 self.write(message)
