@@ -1453,7 +1453,8 @@ class MCPClient(_ClientBase):
     and returns the result; the client declares the matching capability, and
     ``capabilities`` declares more. ``user`` is logged in; ``headers`` go on every request.
     ``max_rounds`` bounds the input rounds of one request; ``timeout`` bounds the wait for
-    any one answer, streamed or not.
+    any one answer, streamed or not (under ``VIEW="sync"``, only within an event stream: a
+    plain answer is waited for as ``django.test.Client`` waits).
 
     Methods return the JSON-RPC ``result`` as a dict, in either era. An exception that the
     endpoint answers with an internal error (-32603) is re-raised, as ``django.test.Client``
