@@ -44,3 +44,51 @@ def test_a_renewal_checks_only_the_followed_tasks_not_known_to_have_ended() -> N
 def test_a_stream_without_tasks_does_not_renew_for_them() -> None:
     listen = Listen(server, "listen-2", {"toolsListChanged": True}, {}, lapses=lambda ids: None)
     assert not listen.renews
+
+
+def state(status: str, stamp: str, **more: Any) -> dict[str, Any]:
+    return {"taskId": "t1", "status": status, "lastUpdatedAt": stamp, **more}
+
+
+def sent(listen: Listen, *states: dict[str, Any]) -> list[str]:
+    channel = server.channel("task:t1")
+    events = [e for task in states for e in listen.notifications(channel, {"task": task})]
+    return [e.message["params"]["status"] for e in events if e.message]
+
+
+def test_a_followed_task_is_sent_as_it_is_when_the_stream_opens() -> None:
+    now = state("completed", "2026-12-02T10:00:00.200Z")
+    listen = Listen(
+        server,
+        "listen-3",
+        {"taskIds": ["t1"]},
+        {},
+        own_tasks=lambda ids: ids,
+        task_states=lambda ids: [now],
+    )
+    [opened] = listen.backlog()
+    assert opened.message is not None and opened.message["params"]["status"] == "completed"
+    # Deliveries of the changes before it, which it already says, are not sent.
+    assert sent(listen, state("working", "2026-12-02T10:00:00.100Z"), now) == []
+
+
+def test_nothing_is_sent_of_a_task_after_it_ended() -> None:
+    listen = following(["t1"], lambda ids: None)
+    # Both within one millisecond: the time cannot order them, the end can.
+    stamp = "2026-12-02T10:00:00.000Z"
+    assert sent(listen, state("completed", stamp), state("working", stamp)) == ["completed"]
+
+
+def test_a_state_that_differs_only_in_its_time_is_not_sent_again() -> None:
+    listen = following(["t1"], lambda ids: None)
+    asks = {"inputRequests": {"a": {}, "b": {}}}
+    fewer = {"inputRequests": {"b": {}}}
+    statuses = sent(
+        listen,
+        state("working", "2026-12-02T10:00:00.100Z"),
+        state("working", "2026-12-02T10:00:00.300Z"),
+        state("input_required", "2026-12-02T10:00:00.400Z", **asks),
+        # One answer of two: the same status, but what it waits for changed.
+        state("input_required", "2026-12-02T10:00:00.500Z", **fewer),
+    )
+    assert statuses == ["working", "input_required", "input_required"]

@@ -226,6 +226,8 @@ def test_an_x_mcp_header_off_the_chain_of_properties_is_not_defined(schema: Any)
 def test_a_property_used_under_properties_and_elsewhere_is_judged_in_each_place() -> None:
     region = {"type": "string", "x-mcp-header": "Region"}
     schema = {"type": "object", "properties": {"a": region, "b": {"anyOf": [region]}}}
+    # One dict in two places: a client reads the one under anyOf as misplaced.
+    assert "reached from the arguments through 'properties'" in str(header_problem(schema))
     with pytest.raises(DefinitionError, match="reached from the arguments through 'properties'"):
         ToolDef(name="t", handler=handler, input_schema=schema)
 

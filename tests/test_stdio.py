@@ -315,53 +315,116 @@ def test_a_task_started_before_the_cancel_is_still_answered() -> None:
         time.sleep(0.01)
 
 
-def test_a_listen_stream_sends_a_followed_task_that_ended_before_it_opened() -> None:
-    from mcp_app import run_as_task, tasks
-    from mcp_app.protocol.tasks import EXTENSION
+class TaskSession:
+    """A stdio session on a server of one task tool, fed through a pipe as a client would."""
 
-    own = mcp_app.Server("stdio-listen-task", rows=False)
+    def __init__(self, name: str, work: Any) -> None:
+        from mcp_app import run_as_task
+        from mcp_app.protocol.tasks import EXTENSION
 
-    @own.tool(task="optional")
-    def quick(arguments: dict[str, Any], context: Any) -> Any:
-        return run_as_task(lambda task: "done")
+        self.name = name
+        self.server = mcp_app.Server(name, rows=False)
 
-    caps = {"io.modelcontextprotocol/clientCapabilities": {"extensions": {EXTENSION: {}}}}
-    reader, writer = os.pipe()
-    feed = os.fdopen(writer, "w")
-    out = Lines()
-    server = StdioServer(own, os.fdopen(reader, "r"), out)
-    thread = threading.Thread(target=server.serve, daemon=True)
-    thread.start()
+        @self.server.tool(task="optional")
+        def job(arguments: dict[str, Any], context: Any) -> Any:
+            return run_as_task(work)
 
-    def send(message: dict[str, Any]) -> None:
-        feed.write(json.dumps(message) + "\n")
-        feed.flush()
+        self.caps = {"io.modelcontextprotocol/clientCapabilities": {"extensions": {EXTENSION: {}}}}
+        reader, writer = os.pipe()
+        self.feed = os.fdopen(writer, "w")
+        self.out = Lines()
+        stdio = StdioServer(self.server, os.fdopen(reader, "r"), self.out)
+        self.thread = threading.Thread(target=stdio.serve, daemon=True)
+        self.thread.start()
 
-    def answered(count: int) -> list[dict[str, Any]]:
-        deadline = time.monotonic() + 5
-        while len(out.messages()) < count and time.monotonic() < deadline:
+    def send(self, message: dict[str, Any]) -> None:
+        if "params" in message and "_meta" in message["params"]:
+            message["params"]["_meta"].update(self.caps)
+        self.feed.write(json.dumps(message) + "\n")
+        self.feed.flush()
+
+    def messages(self, count: int, seconds: float = 5) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + seconds
+        while len(self.out.messages()) < count and time.monotonic() < deadline:
             time.sleep(0.01)
-        return out.messages()
+        return self.out.messages()
 
-    try:
-        call = request(1, "tools/call", {"name": "quick"})
-        call["params"]["_meta"].update(caps)
-        send(call)
-        task_id = answered(1)[0]["result"]["taskId"]
+    def ended_task(self) -> str:
+        from mcp_app import tasks
+
+        self.send(request(1, "tools/call", {"name": "job"}))
+        task_id = str(self.messages(1)[0]["result"]["taskId"])
         deadline = time.monotonic() + 10
         while task_id in tasks.running() and time.monotonic() < deadline:
             time.sleep(0.01)
-        listen = request(2, "subscriptions/listen", {"notifications": {"taskIds": [task_id]}})
-        listen["params"]["_meta"].update(caps)
-        send(listen)
-        ack, state = answered(3)[1:3]
-        send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}})
+        return task_id
+
+    def listen(self, task_id: str) -> None:
+        self.send(request(2, "subscriptions/listen", {"notifications": {"taskIds": [task_id]}}))
+
+    def close(self) -> None:
+        self.feed.close()
+        self.thread.join(5)
+        mcp_app.server.servers.pop(self.name, None)
+
+
+def test_a_listen_stream_sends_a_followed_task_that_ended_before_it_opened(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from mcp_app import tasks
+    from mcp_app.delivery import tell
+
+    session = TaskSession("stdio-listen-task", lambda task: "done")
+    try:
+        task_id = session.ended_task()
+        read = tasks.states
+
+        def states(server: str, caller: str, task_ids: list[str]) -> list[Any]:
+            now = read(server, caller, task_ids)
+            # Published from another thread while the stream opens: an older state of the
+            # task (an announcement that read the row before it ended), which says less.
+            older = {**now[0], "status": "working", "lastUpdatedAt": "2000-01-01T00:00:00.000Z"}
+            elsewhere = threading.Thread(
+                target=tell, args=(session.server.channel(f"task:{task_id}"), {"task": older})
+            )
+            elsewhere.start()
+            elsewhere.join()
+            return now
+
+        monkeypatch.setattr(tasks, "states", states)
+        session.listen(task_id)
+        written = session.messages(4, seconds=2)[1:]
+        session.send(
+            {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}}
+        )
     finally:
-        feed.close()
-        thread.join(5)
-        mcp_app.server.servers.pop("stdio-listen-task", None)
-    assert ack["method"] == "notifications/subscriptions/acknowledged"
-    assert (state["method"], state["params"]["status"]) == ("notifications/tasks", "completed")
+        session.close()
+    assert written[0]["method"] == "notifications/subscriptions/acknowledged"
+    # The state it has, once, and not the older one after it.
+    assert [m["params"]["status"] for m in written[1:]] == ["completed"]
+
+
+def test_a_listen_stream_whose_backlog_fails_leaves_no_subscription(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from mcp_app import tasks
+    from mcp_app.delivery import backend
+
+    session = TaskSession("stdio-listen-fails", lambda task: "done")
+    try:
+        task_id = session.ended_task()
+
+        def states(server: str, caller: str, task_ids: list[str]) -> list[Any]:
+            raise RuntimeError("the database is down")
+
+        monkeypatch.setattr(tasks, "states", states)
+        session.listen(task_id)
+        answer = session.messages(2)[1]
+    finally:
+        session.close()
+    assert answer["id"] == 2 and answer["error"]["code"] == -32603
+    channel = session.server.channel(f"task:{task_id}")
+    assert backend().subscriber_count(channel) == 0  # type: ignore[attr-defined]
 
 
 def test_tasks_still_running_when_the_session_ends_are_failed_at_once() -> None:

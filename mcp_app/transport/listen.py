@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -176,8 +177,10 @@ class Listen:
             server.channel(f"task:{task_id}") for task_id in honoured.get("taskIds", ())
         )
         self._task_states = task_states
-        #: Each followed task's last state sent: ``(lastUpdatedAt, status)``.
-        self._task_sent: dict[str, tuple[str, str]] = {}
+        #: Each followed task's last state sent: its ``lastUpdatedAt``, and the rest of it.
+        self._task_sent: dict[str, tuple[str, JSON]] = {}
+        # Over stdio, deliveries and the backlog may be judged in two threads.
+        self._task_lock = threading.Lock()
 
     @property
     def channels(self) -> list[str]:
@@ -228,18 +231,27 @@ class Listen:
         return [event for task in self._task_states(list(task_ids)) for event in self._task(task)]
 
     def _task(self, task: JSON) -> list[Event]:
-        """``notifications/tasks`` for ``task``, unless it is a state already sent or older
-        (the same change read when the stream opened and delivered)."""
+        """``notifications/tasks`` for ``task``, unless it says nothing new: the task ended
+        in a state already sent, it is older than the last state sent (the same change, read
+        when the stream opened and then delivered), or it is that state again but for the
+        time."""
         task_id, status = task.get("taskId"), task.get("status")
         stamp = task.get("lastUpdatedAt")
-        if isinstance(task_id, str) and isinstance(stamp, str) and isinstance(status, str):
-            sent = self._task_sent.get(task_id)
-            # The same format to the millisecond, in UTC: the text orders as the time does.
-            if sent is not None and (stamp < sent[0] or (stamp, status) == sent):
-                return []
-            self._task_sent[task_id] = (stamp, status)
-        if status not in tasks.OPEN_STATUSES:
-            self._open_tasks.discard(task_id)
+        with self._task_lock:
+            if isinstance(task_id, str) and isinstance(stamp, str):
+                rest = {key: value for key, value in task.items() if key != "lastUpdatedAt"}
+                sent = self._task_sent.get(task_id)
+                if sent is not None and (
+                    sent[1].get("status") not in tasks.OPEN_STATUSES
+                    # The same format to the millisecond, in UTC: the text orders as the
+                    # time does.
+                    or stamp < sent[0]
+                    or rest == sent[1]
+                ):
+                    return []
+                self._task_sent[task_id] = (stamp, rest)
+            if status not in tasks.OPEN_STATUSES:
+                self._open_tasks.discard(task_id)
         return [Event(self._tagged("notifications/tasks", task))]
 
     def ending(self) -> list[Event]:

@@ -278,31 +278,38 @@ class StdioServer:
         access again, as HTTP streams do.
 
         Subscribed before ``opening`` is written, so that nothing delivered in between is
-        lost; what is, is held and written after it.
+        lost: what is, is held as it came and made into events only after the backlog, as
+        the HTTP streams do, so that a delivery older than the backlog's reading is judged
+        against it. Deliveries are made into events and written one at a time.
         """
         # Reentrant: a backend that delivers in the publishing thread may do so from a write.
         lock = threading.RLock()
-        held: list[JSON] | None = []
+        held: list[tuple[str, JSON]] | None = []
+
+        def emit(channel: str, message: JSON) -> None:
+            for event in stream.notifications(channel, message):
+                self.write(event.message or {})
 
         def sink(channel: str, message: JSON) -> None:
-            events = [event.message or {} for event in stream.notifications(channel, message)]
             with lock:
                 if held is not None:
-                    held.extend(events)
-                    events = []
-            for event in events:
-                self.write(event)
+                    held.append((channel, message))
+                else:
+                    emit(channel, message)
             if stream.stale:
                 self._renewals.wake()
 
         unsubscribe = backend().subscribe(stream.channels, sink)
-        if backlog is not None:
-            opening = opening + [event.message or {} for event in backlog()]
+        try:
+            first = opening + [event.message or {} for event in (backlog() if backlog else [])]
+        except BaseException:
+            unsubscribe()  # answered as an error: nothing follows
+            raise
         with lock:
-            for message in opening:
+            for message in first:
                 self.write(message)
-            for message in held or ():
-                self.write(message)
+            for channel, message in held or ():
+                emit(channel, message)
             held = None
         forget = self._renewals.add(stream) if stream.renews else None
 
