@@ -1044,6 +1044,35 @@ def test_greet_elicits_on_the_post_stream_and_uses_the_answer(
     assert reader.until_end() == []
 
 
+def test_a_call_waiting_for_its_client_holds_no_database_connection(
+    connect: Callable[..., LegacySession], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from django.db import connections
+
+    from mcp_app.transport import legacy
+
+    # Looked at where the call waits: as many calls waiting for people as the database takes
+    # clients would otherwise leave it none for any other request.
+    held: list[bool] = []
+    wait = legacy.LegacyEndpoint._answers
+
+    def watched(self: Any, ctx: Any, pending: Any, inbox: Any) -> Any:
+        class Inbox:
+            def get(self, timeout: float | None = None) -> Any:
+                held.append(connections["default"].connection is not None)
+                return inbox.get(timeout=timeout)
+
+        return wait(self, ctx, pending, Inbox())
+
+    monkeypatch.setattr(legacy.LegacyEndpoint, "_answers", watched)
+    session = connect(LATEST, {"elicitation": {}})
+    reader = session.call_streaming("greet", request_id=16)
+    asked = reader.next_message()
+    assert session.answer(asked["id"], accept_name()).status_code == 202
+    assert tool_text(reader.next_message()) == "Hello, Ada!"
+    assert held == [False]
+
+
 @pytest.mark.parametrize("error", ["user said no", [1], 5, {"message": "no code"}])
 def test_an_answer_whose_error_is_not_an_error_object_is_refused_and_the_call_waits_on(
     connect: Callable[..., LegacySession], error: Any

@@ -13,6 +13,8 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from django.db import connections
+
 from .. import sessions
 from ..conf import conf
 from ..delivery import backend, tell
@@ -355,6 +357,16 @@ class Resume:
             self.finished = self.finished or bool(message.get("ended"))
             return []
         return self._take(int(message.get("seq", 0)), message.get("message") or {}, live=True)
+
+
+def _let_go_of_connections() -> None:
+    """Close this thread's database connections, but one in a transaction, before it waits
+    for a client's answer (for minutes, when a person answers): a waiting call holds a
+    thread, not a connection, or as many waiting calls as the database takes clients would
+    leave none for any other request. The call opens another when it needs one."""
+    for connection in connections.all(initialized_only=True):
+        if not connection.in_atomic_block:
+            connection.close()
 
 
 class LegacyEndpoint:
@@ -792,6 +804,7 @@ class LegacyEndpoint:
         ``ctx.input_responses`` has every answer."""
         answers: JSON = {}
         deadline = time.monotonic() + conf.INPUT_TIMEOUT_SECONDS
+        _let_go_of_connections()
         while pending:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
