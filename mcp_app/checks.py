@@ -60,6 +60,11 @@ ZERO_ALLOWED = {
 #: The longest duration of a setting in seconds (about 31 years): a longer wait would pass
 #: Python's thread waits (``threading.TIMEOUT_MAX``, about 292 years on Linux).
 LONGEST_SECONDS = 10**9
+#: The longest value of a duration setting, by the suffix of its name, and its unit.
+LONGEST_DURATIONS = (
+    ("_SECONDS", LONGEST_SECONDS, "seconds"),
+    ("_MS", LONGEST_SECONDS * 1000, "milliseconds"),
+)
 #: The longest time dates can be offset by (about 300 years): a longer audit retention would
 #: overflow the datetime it is taken from.
 LONGEST_RETENTION_SECONDS = 10**10
@@ -136,11 +141,22 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     return errors
 
 
-def _check_alias(raw: dict[str, Any]) -> list[CheckMessage]:
-    from django.conf import settings
+def _sessions_in_a_cache() -> bool:
+    """Whether ``SESSION_STORE`` keeps sessions in a cache (``SESSION_CACHE``); ``False`` also
+    when it cannot be imported (E007)."""
     from django.utils.module_loading import import_string
 
     from .sessions import CacheSessionStore
+
+    try:
+        store = import_string(conf.SESSION_STORE)
+    except Exception:
+        return False
+    return isinstance(store, type) and issubclass(store, CacheSessionStore)
+
+
+def _check_alias(raw: dict[str, Any]) -> list[CheckMessage]:
+    from django.conf import settings
 
     errors: list[CheckMessage] = []
     alias = raw.get("DATABASE_ALIAS", "default")
@@ -151,17 +167,9 @@ def _check_alias(raw: dict[str, Any]) -> list[CheckMessage]:
                 id="mcp_app.E012",
             )
         )
-    try:
-        store = import_string(raw.get("SESSION_STORE") or "mcp_app.sessions.DatabaseSessionStore")
-    except Exception:
-        return errors  # E007
     cache = raw.get("SESSION_CACHE", "default")
     caches = getattr(settings, "CACHES", {})
-    if (
-        isinstance(store, type)
-        and issubclass(store, CacheSessionStore)
-        and not (isinstance(cache, str) and cache in caches)
-    ):
+    if _sessions_in_a_cache() and not (isinstance(cache, str) and cache in caches):
         errors.append(
             Error(
                 f"MCP_APP['SESSION_CACHE'] is {cache!r}, which is not a key of CACHES.",
@@ -397,20 +405,15 @@ def _check_numbers(raw: dict[str, Any]) -> list[CheckMessage]:
         value = None if isinstance(raw[name], bool) else _number(lambda n=name: getattr(conf, n))
         if value is None:
             errors.append(Error(f"MCP_APP['{name}'] must be a positive number.", id="mcp_app.E009"))
-        elif name.endswith("_SECONDS") and value > LONGEST_SECONDS:
-            errors.append(
-                Error(
-                    f"MCP_APP['{name}'] must be at most {LONGEST_SECONDS} seconds.",
-                    id="mcp_app.E009",
-                )
-            )
-        elif name.endswith("_MS") and value > LONGEST_SECONDS * 1000:
-            errors.append(
-                Error(
-                    f"MCP_APP['{name}'] must be at most {LONGEST_SECONDS * 1000} milliseconds.",
-                    id="mcp_app.E009",
-                )
-            )
+        else:
+            for suffix, longest, unit in LONGEST_DURATIONS:
+                if name.endswith(suffix) and value > longest:
+                    errors.append(
+                        Error(
+                            f"MCP_APP['{name}'] must be at most {longest} {unit}.",
+                            id="mcp_app.E009",
+                        )
+                    )
     if raw.get("AUDIT_RETENTION_DAYS") is not None:
         days = raw["AUDIT_RETENTION_DAYS"]
         if (
@@ -727,18 +730,10 @@ _PROCESS_CACHES = (
 
 def _session_cache_warnings() -> list[CheckMessage]:
     from django.conf import settings
-    from django.utils.module_loading import import_string
 
-    from .conf import conf
-    from .sessions import CacheSessionStore
-
-    try:
-        store = import_string(conf.SESSION_STORE)
-        alias = conf.SESSION_CACHE
-    except Exception:
-        return []  # E007
-    if not (isinstance(store, type) and issubclass(store, CacheSessionStore)):
+    if not _sessions_in_a_cache():
         return []
+    alias = conf.SESSION_CACHE
     backend = (getattr(settings, "CACHES", {}).get(alias) or {}).get("BACKEND")
     if backend not in _PROCESS_CACHES:
         return []

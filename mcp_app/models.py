@@ -84,7 +84,6 @@ class DeliveryMessage(models.Model):
 # Site staff edit these rows in the admin; ``mcp_app.rows`` merges them with the code
 # definitions of their server, and ``mcp_app.signals`` announces every committed edit.
 
-#: A URI: a scheme, a colon, then no whitespace.
 #: Prompt argument names: usable as ``{{ name }}`` in the messages' templates (which refuse
 #: a variable starting with ``_``).
 ARGUMENT_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}\Z")

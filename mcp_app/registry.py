@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 import re
@@ -89,15 +90,13 @@ _SCHEMA_PLACES = frozenset(
 )
 
 
-def _stray_header(input_schema: Any) -> bool:
+def _stray_header(schema: Any) -> bool:
     """Whether an ``x-mcp-header`` sits where no chain of ``properties`` from the arguments
-    leads (the root, ``anyOf``, ``items``, ``$defs``...): clients leave out such a tool."""
-    try:
-        # A copy, in which each place is a dict of its own: a dict the caller's schema uses
-        # both under properties and elsewhere is judged in each place, as a client reads it.
-        schema = _json_copy(input_schema)
-    except RecursionError:
-        return False  # a schema holding itself: refused as such
+    leads (the root, ``anyOf``, ``items``, ``$defs``...): clients leave out such a tool.
+
+    Places are told apart by identity: ``schema`` must hold no dict in two places (a copy
+    made by ``_json_copy`` holds none).
+    """
     reached = {id(prop) for _, prop in _annotated(schema)}
     seen: set[int] = set()
     stack = [schema]
@@ -136,6 +135,11 @@ def path_text(names: Sequence[str]) -> str:
 def header_problem(input_schema: Any) -> str | None:
     """What breaks the rules for ``x-mcp-header`` annotations in ``input_schema`` (a client
     leaves out a tool that breaks them), or ``None``. Properties at every depth are read."""
+    # A copy, in which each place is a dict of its own: a dict the caller's schema uses both
+    # under properties and elsewhere is judged in each place, as a client reads it. A schema
+    # holding itself (refused as such) is read as it is.
+    with contextlib.suppress(RecursionError):
+        input_schema = _json_copy(input_schema)
     if _stray_header(input_schema):
         return (
             "x-mcp-header must be on a property reached from the arguments through "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import json
@@ -153,17 +154,11 @@ class JSONSchemaValidator(Validator):
         """As ``problems``, for the schema whose canonical text (``canonical()``) is ``key``:
         for a schema that does not change, keyed once rather than on every call."""
         compiled, quick = self._compiled(key)
-        spent = _spent.set([0.0])
-        try:
-            return self._checked(compiled, quick, instance)
-        finally:
-            _spent.reset(spent)
-
-    def _checked(self, compiled: Any, quick: Any, instance: object) -> list[Problem]:
         try:
             if quick is not None and quick(instance):
                 return []
-            errors = sorted(compiled.iter_errors(instance), key=_relevance)
+            with _pattern_time():
+                errors = sorted(compiled.iter_errors(instance), key=_relevance)
         except ArithmeticError as error:
             # A value the checks cannot compute with (an integer too large for a float
             # ``multipleOf``): the client's value, not the schema, is at fault.
@@ -363,6 +358,16 @@ class _OutOfTime(TimeoutError):
     """The validation's ``PATTERNS_SECONDS`` were spent before this search."""
 
 
+@contextlib.contextmanager
+def _pattern_time() -> Iterator[None]:
+    """One validation's ``PATTERNS_SECONDS``, shared by the searches made within."""
+    spent = _spent.set([0.0])
+    try:
+        yield
+    finally:
+        _spent.reset(spent)
+
+
 _UNMATCHED = "was left unmatched after"
 
 
@@ -460,9 +465,12 @@ def _additional_properties(validator: Any, extra: Any, instance: Any, schema: An
         for key in extras:
             yield from validator.descend(instance[key], extra, path=key)
     elif extra is False and extras:
-        yield jsonschema.ValidationError(
+        error = jsonschema.ValidationError(
             f"Additional properties are not allowed ({_listed(extras)} unexpected)"
         )
+        # Named one by one in the problems, without matching the names again.
+        error.extra_names = sorted(extras)
+        yield error
 
 
 def _unevaluated_properties(validator: Any, rest: Any, instance: Any, schema: Any) -> Iterator[Any]:
@@ -944,11 +952,7 @@ def _property_messages(error: Any) -> list[str]:
             for name in error.validator_value
             if name not in instance
         ]
-    known = error.schema.get("properties", {})
-    patterns = list(error.schema.get("patternProperties", {}))
-    extras = sorted(
-        name for name in instance if name not in known and not _matches_any(patterns, name)
-    )
+    extras = getattr(error, "extra_names", ())
     return [f"unexpected property {_show(name)}" for name in extras] or [str(error.message)]
 
 

@@ -132,27 +132,25 @@ def start(
     return wire.created(_task_fields(task, task.status))
 
 
+def _owned(server: str, caller: str, task_ids: list[str]) -> tuple[list[str], Any]:
+    """The well-formed of ``task_ids``, and the open or ended tasks among them of ``caller``
+    on ``server``."""
+    wanted = [t for t in task_ids if wire.well_formed_task_id(t)]
+    rows = _tasks().filter(pk__in=wanted, server=server, caller=caller, expires__gt=timezone.now())
+    return wanted, rows
+
+
 def owned(server: str, caller: str, task_ids: list[str]) -> list[str]:
     """Of ``task_ids``, the open or ended tasks of ``caller`` on ``server``, in that order."""
-    wanted = [t for t in task_ids if wire.well_formed_task_id(t)]
-    found = set(
-        _tasks()
-        .filter(pk__in=wanted, server=server, caller=caller, expires__gt=timezone.now())
-        .values_list("pk", flat=True)
-    )
+    wanted, rows = _owned(server, caller, task_ids)
+    found = set(rows.values_list("pk", flat=True))
     return [t for t in wanted if t in found]
 
 
 def states(server: str, caller: str, task_ids: list[str]) -> list[JSON]:
-    """Of ``task_ids``, ``caller``'s tasks on ``server`` as ``tasks/get`` answers them now,
-    in that order."""
-    wanted = [t for t in task_ids if wire.well_formed_task_id(t)]
-    found = {
-        task.pk: detailed(task)
-        for task in _tasks().filter(
-            pk__in=wanted, server=server, caller=caller, expires__gt=timezone.now()
-        )
-    }
+    """As ``owned``, each task as ``tasks/get`` answers it now."""
+    wanted, rows = _owned(server, caller, task_ids)
+    found = {task.pk: detailed(task) for task in rows}
     return [found[t] for t in wanted if t in found]
 
 
