@@ -180,11 +180,44 @@ def send(
 
         def keep(event: Any) -> None:
             if isinstance(event.message, dict):
-                notifications.append(event.message)
+                notifications.append(as_sent(event.message))
 
         status, final = reply.call.run(keep)
-        return Exchange(status, body, final.message, notifications)
-    return Exchange(reply.status, body, reply.body)
+        return Exchange(status, body, as_sent(final.message), notifications)
+    return Exchange(reply.status, body, as_sent(reply.body))
+
+
+def as_sent(message: Any) -> Any:
+    """``message`` with every text in it a plain ``str``, as a client would read it.
+
+    A handler's text may be a ``SafeString`` (what a template renders, ``format_html()``),
+    which a page would show unescaped. Anything else is kept as the handler gave it, so the
+    page can show what JSON cannot carry. Containers are copied, not changed.
+    """
+    holder = [message]
+    stack: list[tuple[Any, Any]] = [(holder, 0)]
+    copied: set[int] = set()
+    while stack:
+        parent, key = stack.pop()
+        item = parent[key]
+        if isinstance(item, str):
+            if type(item) is not str:
+                parent[key] = str.__str__(item)
+        elif isinstance(item, dict | list | tuple) and id(item) not in copied:
+            # A value that holds itself is copied once, and left to dumps() to call out.
+            copied.add(id(item))
+            if isinstance(item, dict):
+                copy: Any = {plain_key(k): v for k, v in item.items()}
+                stack.extend((copy, k) for k in copy)
+            else:
+                copy = list(item)
+                stack.extend((copy, index) for index in range(len(copy)))
+            parent[key] = copy
+    return holder[0]
+
+
+def plain_key(key: Any) -> Any:
+    return str.__str__(key) if isinstance(key, str) else key
 
 
 # -- JSON as a page shows it, and as a person types it ---------------------------------------

@@ -13,8 +13,11 @@ import pytest
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
+from django.template import Context as TemplateContext
+from django.template import Template
 from django.test import Client
 from django.urls import path
+from django.utils.safestring import mark_safe
 
 import mcp_app
 from mcp_app import Server, audit, elicit_url, input_required, playground, text
@@ -367,11 +370,36 @@ def test_an_iserror_result_is_marked(staff: Client) -> None:
     assert "This tool intentionally returns an error for testing" in content
 
 
-def test_text_from_a_tool_is_escaped(staff: Client, scratch: Server) -> None:
-    scratch.add_tool(lambda arguments, context: text("<script>alert(1)</script>"), name="loud")
-    content = page(run(staff, tool_url("loud", scratch.name)))
+@pytest.mark.parametrize(
+    "made",
+    [
+        str,
+        # What a template renders, and format_html(): safe for HTML the handler wrote, not
+        # for the page that shows it.
+        mark_safe,
+        lambda source: Template(source).render(TemplateContext({})),
+    ],
+)
+def test_text_from_a_tool_is_escaped(staff: Client, scratch: Server, made: Any) -> None:
+    def loud(arguments: dict[str, Any], context: Any) -> Any:
+        context.log("info", made("<b>logged</b>"))
+        return text(made("<script>alert(1)</script>"))
+
+    scratch.add_tool(loud, name="loud")
+    content = page(run(staff, tool_url("loud", scratch.name), log_level="info"))
     assert "<script>alert(1)</script>" not in content
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in content
+    assert "<b>logged</b>" not in content
+    assert "&lt;b&gt;logged&lt;/b&gt;" in content
+
+
+def test_text_of_a_prompt_is_escaped(staff: Client, scratch: Server) -> None:
+    scratch.add_prompt(
+        lambda arguments, context: mark_safe("<img src=x onerror=alert(1)>"), name="p"
+    )
+    content = page(run(staff, f"{BASE}{scratch.name}/prompt/p/"))
+    assert "<img src=x" not in content
+    assert "&lt;img src=x onerror=alert(1)&gt;" in content
 
 
 def test_a_resource_read(staff: Client) -> None:
