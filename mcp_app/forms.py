@@ -49,6 +49,14 @@ class PrettyJSONField(forms.JSONField):
         except ValueError as exc:  # not a JSONDecodeError: an integer past Python's limit
             raise forms.ValidationError(f"Enter valid JSON: {exc}.", code="invalid") from None
 
+    def bound_data(self, data: Any, initial: Any) -> Any:
+        # Read again to show the form: JSON that cannot be read is shown as typed, as
+        # Django shows JSON that does not parse, and to_python() says why.
+        try:
+            return super().bound_data(data, initial)
+        except (RecursionError, ValueError):
+            return InvalidJSONInput(data)
+
     def validate(self, value: Any) -> None:
         super().validate(value)
         if json_depth(value) > MAX_JSON_DEPTH:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+
 import pytest
 from django import forms
 
@@ -44,3 +46,19 @@ def test_a_lone_surrogate_is_refused_and_shown_escaped() -> None:
     with pytest.raises(forms.ValidationError):
         field.clean('{"a": "\\ud800"}')
     assert field.prepare_value({"a": "\ud800"}) == '{\n  "a": "\\ud800"\n}'
+
+
+class _JSONForm(forms.Form):
+    value = PrettyJSONField()
+
+
+@pytest.mark.parametrize(
+    "typed",
+    [nested(5000), '{"a": ' + "9" * 5000 + "}"],
+    ids=["deeper than Python recurses", "past the digit limit"],
+)
+def test_json_that_cannot_be_read_is_shown_again_as_typed_with_its_error(typed: str) -> None:
+    form = _JSONForm({"value": typed})
+    assert not form.is_valid()
+    assert form["value"].value() == typed
+    assert typed in html.unescape(str(form["value"]))  # the box re-renders what was typed
