@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .protocol.jsonrpc import InvalidParams
+from .schema import SchemaError, check_schema, format_problems, validate
 
 __all__ = ["InputRequired", "elicit", "elicit_url", "input_required", "roots", "sample"]
 
@@ -135,7 +137,9 @@ def input_required(requests: Mapping[str, JSON] | None = None, state: Any = None
     """Stop and ask the client for input; the handler is called again with the answers.
 
     Raises:
-        ValueError: a request has an unknown method, or there is neither a request nor state.
+        ValueError: a request has an unknown method or a form's schema is no JSON Schema,
+            there is neither a request nor state, or the state is not JSON (it would come
+            back otherwise, or not at all, in one era and unchanged in another).
     """
     requests = dict(requests or {})
     for key, request in requests.items():
@@ -143,68 +147,116 @@ def input_required(requests: Mapping[str, JSON] | None = None, state: Any = None
             raise ValueError(
                 f"input request {key!r} must be built with elicit(), elicit_url(), sample() or roots()"
             )
+        form = form_schema(request)
+        if form is not None:
+            try:
+                check_schema(form)
+            except SchemaError as exc:
+                raise ValueError(f"input request {key!r} asks for a form whose {exc}") from None
     if not requests and state is None:
         raise ValueError("input_required() needs at least one request or a state")
+    _check_state(state)
     return InputRequired(requests, state)
+
+
+def _check_state(state: Any) -> None:
+    try:
+        same = json.loads(json.dumps(state)) == state
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise ValueError(f"input_required() state must be JSON: {exc}") from None
+    if not same:
+        raise ValueError(
+            "input_required() state must be JSON that reads back the same: no tuples, no "
+            "keys that are not text, no NaN or Infinity"
+        )
+
+
+def form_schema(request: Mapping[str, Any]) -> JSON | None:
+    """The schema of the form an input request asks the user to fill in, if it is one."""
+    if request.get("method") != "elicitation/create":
+        return None
+    params = request.get("params") or {}
+    if params.get("mode", "form") != "form":
+        return None
+    schema = params.get("requestedSchema")
+    return schema if isinstance(schema, dict) else None
+
+
+def expected(requests: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, JSON]]:
+    """What the answers to ``requests`` are checked against: the method of each, and the
+    schema of each form, by key."""
+    methods = {key: str((request or {}).get("method")) for key, request in requests.items()}
+    forms = {}
+    for key, request in requests.items():
+        form = form_schema(request or {})
+        if form is not None:
+            forms[key] = form
+    return methods, forms
 
 
 _ELICIT_ACTIONS = ("accept", "decline", "cancel")
 
 
 def checked_answers(
-    responses: Mapping[str, Any], asked: Mapping[str, str] | None = None
+    responses: Mapping[str, Any],
+    asked: Mapping[str, str],
+    forms: Mapping[str, JSON] | None = None,
 ) -> dict[str, Any]:
     """The answers a handler is given of the client's ``inputResponses``.
 
-    ``asked``: the method of each input request sent, by key, when known. Then only answers
-    to those are kept (others are ignored, as the spec asks), each checked against its
-    request's result. Else an answer shaped as one kind of result (an ``action``, ``roots``,
-    a ``role`` or ``model``) is checked as that kind, and any other is ignored. A ``null``
-    answer counts as missing.
+    ``asked``: the method of each input request sent, by key; ``forms``: the schema of each
+    form among them. Only answers to those are kept (others are ignored, as the spec asks),
+    each checked against its request (``kept_answer``). A ``null`` answer counts as missing.
 
     Raises:
         InvalidParams: an answer is malformed; the message names its key.
     """
     kept: dict[str, Any] = {}
     for key, answer in responses.items():
-        method = asked.get(key) if asked is not None else _method_of(answer)
+        method = asked.get(key)
         if answer is None or method is None:
             continue
-        problem = answer_problem(method, answer)
-        if problem:
-            raise InvalidParams(f"Invalid inputResponses[{key!r}]: {problem}")
-        kept[key] = answer
+        try:
+            kept[key] = kept_answer(method, answer, (forms or {}).get(key))
+        except ValueError as exc:
+            raise InvalidParams(f"Invalid inputResponses[{key!r}]: {exc}") from None
     return kept
 
 
-def _method_of(answer: Any) -> str | None:
-    """The input request ``answer`` is shaped as the result of, if any."""
-    if not isinstance(answer, dict):
-        return None
-    if "action" in answer:
-        return "elicitation/create"
-    if "roots" in answer:
-        return "roots/list"
-    if "role" in answer or "model" in answer:
-        return "sampling/createMessage"
-    return None
+def kept_answer(method: str, answer: Any, form: JSON | None = None) -> Any:
+    """The client's ``answer`` to an input request of ``method`` as the handler gets it:
+    checked against the result the request asks for (and an accepted form's content against
+    its schema ``form``); an elicitation's content only when it was accepted.
+
+    Raises:
+        ValueError: the answer is malformed; the message says how.
+    """
+    problem = answer_problem(method, answer, form)
+    if problem:
+        raise ValueError(problem)
+    if method == "elicitation/create" and answer["action"] != "accept" and "content" in answer:
+        # Content is only for an accepted form: a declined one's is not the user's answer.
+        return {k: v for k, v in answer.items() if k != "content"}
+    return answer
 
 
-def answer_problem(method: str, answer: Any) -> str | None:
+def answer_problem(method: str, answer: Any, form: JSON | None = None) -> str | None:
     """What is wrong with the client's ``answer`` to an input request of ``method`` (the
-    result's required shape), or ``None`` if nothing is."""
+    result's required shape, and an accepted form's content against its schema ``form``),
+    or ``None`` if nothing is."""
     if not isinstance(answer, dict):
         return "the answer must be an object"
     if method == "elicitation/create":
-        if answer.get("action") not in _ELICIT_ACTIONS:
-            return "an elicitation's answer needs 'action': accept, decline or cancel"
-        if "content" in answer and not isinstance(answer["content"], dict | None):
-            return "an elicitation's 'content' must be an object"
-    elif method == "sampling/createMessage":
+        return _elicitation_problem(answer, form)
+    if method == "sampling/createMessage":
         if answer.get("role") not in ("user", "assistant"):
             return "a sampling answer needs 'role': user or assistant"
-        if not isinstance(answer.get("content"), dict | list):
-            return "a sampling answer needs 'content': a content block, or a list of them"
+        content = answer.get("content")
+        blocks = content if isinstance(content, list) else [content]
+        if not isinstance(content, dict | list) or not all(
+            isinstance(block, dict) and isinstance(block.get("type"), str) for block in blocks
+        ):
+            return "a sampling answer needs 'content': a content block, or a list of them, each with a 'type'"
         if not isinstance(answer.get("model"), str):
             return "a sampling answer needs 'model': the name of the model that answered"
     elif method == "roots/list":
@@ -214,3 +266,35 @@ def answer_problem(method: str, answer: Any) -> str | None:
         ):
             return "a roots answer needs 'roots': a list of objects, each with a 'uri'"
     return None
+
+
+def _elicitation_problem(answer: JSON, form: JSON | None) -> str | None:
+    action = answer.get("action")
+    if action not in _ELICIT_ACTIONS:
+        return "an elicitation's answer needs 'action': accept, decline or cancel"
+    if action != "accept":
+        return None
+    if "content" in answer:
+        content = answer["content"]
+        if not isinstance(content, dict):
+            return "an accepted elicitation's 'content' must be an object"
+        for name, value in content.items():
+            if not _primitive(value):
+                return (
+                    f"an elicitation's content holds only text, numbers, booleans and lists "
+                    f"of text; {name!r} is {type(value).__name__}"
+                )
+    if form is None:
+        return None
+    problems = validate(form, answer.get("content", {}))
+    return (
+        format_problems(problems, "its content does not fit the form asked for:")
+        if problems
+        else None
+    )
+
+
+def _primitive(value: Any) -> bool:
+    if isinstance(value, list):
+        return all(isinstance(item, str) for item in value)
+    return isinstance(value, str | int | float | bool)

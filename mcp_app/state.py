@@ -48,11 +48,12 @@ def sign(
     caller: str,
     server: str = "default",
     asked: Mapping[str, str] | None = None,
+    forms: Mapping[str, Any] | None = None,
 ) -> str:
     """Sign ``state`` for a retry of this method, with these params, by this caller.
 
-    ``asked``: the method of each input request sent with it, by key, so that the answers can
-    be checked.
+    ``asked``: the method of each input request sent with it, by key, and ``forms`` the
+    schema of each form among them, so that the answers can be checked.
     """
     payload: dict[str, Any] = {
         "s": state,
@@ -62,6 +63,8 @@ def sign(
     }
     if asked is not None:
         payload["a"] = dict(asked)
+    if forms:
+        payload["f"] = dict(forms)
     return signing.dumps(payload, key=conf.REQUEST_STATE_KEY, salt=SALT, compress=True)
 
 
@@ -79,9 +82,9 @@ def verify(
 
 def verified(
     token: Any, *, method: str, params: Mapping[str, Any], caller: str, server: str = "default"
-) -> tuple[Any, dict[str, str] | None]:
-    """``verify``, and the method of each input request the state was sent with, by key
-    (``None`` for a state that does not say).
+) -> tuple[Any, dict[str, str], dict[str, Any]]:
+    """``verify``, the method of each input request the state was sent with, by key, and
+    the schema of each form among them.
 
     Raises:
         InvalidParams: as ``verify``.
@@ -113,8 +116,12 @@ def verified(
         raise InvalidParams("Invalid requestState: it was issued for other arguments")
     if payload.get("c") != caller:
         raise InvalidParams("Invalid requestState: it was issued to another caller")
-    asked = payload.get("a")
-    return payload.get("s"), dict(asked) if isinstance(asked, dict) else None
+    asked, forms = payload.get("a"), payload.get("f")
+    return (
+        payload.get("s"),
+        dict(asked) if isinstance(asked, dict) else {},
+        dict(forms) if isinstance(forms, dict) else {},
+    )
 
 
 def _suspicious() -> None:

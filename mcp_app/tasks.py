@@ -29,7 +29,7 @@ from django.utils import timezone
 
 from .conf import conf
 from .delivery import backend, tell
-from .input import InputRequired, checked_answers
+from .input import InputRequired, checked_answers, expected
 from .protocol import jsonrpc
 from .protocol import tasks as wire
 from .protocol.context import RequestContext
@@ -292,12 +292,8 @@ def _update(endpoint: Endpoint, task_id: str, mine: Any, responses: Mapping[str,
         outstanding = current["input_requests"] or {}
         answers = dict(current["answers"] or {})
         # Only what is still awaited: an answer kept already is neither checked nor replaced.
-        asked = {
-            key: str((request or {}).get("method"))
-            for key, request in outstanding.items()
-            if key not in answers
-        }
-        answers.update(checked_answers(responses, asked))
+        asked, forms = expected({k: v for k, v in outstanding.items() if k not in answers})
+        answers.update(checked_answers(responses, asked, forms))
         waiting.update(answers=answers)
     _tell(endpoint, task_id, {"answered": True})
 

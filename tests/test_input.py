@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 import pytest
 
 from mcp_app import elicit, elicit_url, input_required, roots, sample
-from mcp_app.input import InputRequired
+from mcp_app.input import InputRequired, checked_answers, expected, kept_answer
 
 NAME_FORM = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 WEATHER_TOOL = {
@@ -359,3 +360,64 @@ def test_before_2025_11_25_sampling_with_tools_is_never_satisfied() -> None:
     outcome = input_required({"q": sample("Hi", 10, tools=[WEATHER_TOOL])})
     assert outcome.required_capabilities({"sampling": {"tools": {}}}, "2025-06-18") == TOOLS
     assert outcome.required_capabilities({"sampling": {"tools": {}}}, "2025-11-25") == {}
+
+
+# -- what a handler is given of the client's answers ------------------------------------------
+
+FORM = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+
+
+@pytest.mark.parametrize(
+    "state",
+    [(1, 2), {1: "one"}, {"when": datetime.date(2026, 7, 28)}, float("nan"), {"a": {1, 2}}],
+    ids=["tuple", "int key", "date", "NaN", "set"],
+)
+def test_input_required_refuses_state_that_json_would_not_give_back(state: Any) -> None:
+    # Each would come back changed, or not at all, on 2026-07-28 and unchanged in a session.
+    with pytest.raises(ValueError, match="state must be JSON"):
+        input_required({"name": elicit("Name?")}, state=state)
+
+
+def test_input_required_refuses_a_form_whose_schema_is_no_schema() -> None:
+    with pytest.raises(ValueError, match="input request 'name' asks for a form whose"):
+        input_required({"name": elicit("Name?", {"type": "object", "properties": 3})})
+
+
+def test_an_answer_declining_a_form_is_given_without_its_content() -> None:
+    answer = {"action": "decline", "content": {"name": "Ada"}}
+    assert kept_answer("elicitation/create", answer, FORM) == {"action": "decline"}
+    assert answer == {"action": "decline", "content": {"name": "Ada"}}  # not changed
+
+
+def test_an_accepted_form_is_checked_against_its_schema_only_when_known() -> None:
+    answer = {"action": "accept", "content": {"nom": "Ada"}}
+    assert kept_answer("elicitation/create", answer) == answer
+    with pytest.raises(ValueError, match="missing required property 'name'"):
+        kept_answer("elicitation/create", answer, FORM)
+
+
+def test_an_accepted_url_elicitation_needs_no_content() -> None:
+    asked, forms = expected({"login": elicit_url("Sign in", "https://example.com/")})
+    assert (asked, forms) == ({"login": "elicitation/create"}, {})
+    assert kept_answer("elicitation/create", {"action": "accept"}) == {"action": "accept"}
+
+
+@pytest.mark.parametrize(
+    "content",
+    [{"text": "hi"}, [{"type": "text", "text": "hi"}, "hi"], [], "hi"],
+    ids=["block without type", "a list with a string", "empty list is fine", "a string"],
+)
+def test_a_sampling_answer_needs_content_blocks_with_a_type(content: Any) -> None:
+    answer = {"role": "assistant", "model": "m", "content": content}
+    if content == []:
+        assert kept_answer("sampling/createMessage", answer) == answer
+        return
+    with pytest.raises(ValueError, match="each with a 'type'"):
+        kept_answer("sampling/createMessage", answer)
+
+
+def test_answers_are_kept_only_for_what_was_asked() -> None:
+    asked, forms = expected({"name": elicit("Name?", FORM)})
+    answers = {"name": {"action": "accept", "content": {"name": "Ada"}}, "other": {"roots": []}}
+    assert checked_answers(answers, asked, forms) == {"name": answers["name"]}
+    assert checked_answers(answers, {}, {}) == {}

@@ -190,7 +190,31 @@ def test_greet_without_a_usable_answer_asks_again(client: Client, responses: Any
     [
         ("Ada", "the answer must be an object"),
         ({"action": "maybe"}, "an elicitation's answer needs 'action': accept, decline or cancel"),
-        ({"action": "accept", "content": "Ada"}, "an elicitation's 'content' must be an object"),
+        (
+            {"action": "accept", "content": "Ada"},
+            "an accepted elicitation's 'content' must be an object",
+        ),
+        (
+            {"action": "accept", "content": None},
+            "an accepted elicitation's 'content' must be an object",
+        ),
+        (
+            {"action": "accept", "content": {"name": {"first": "Ada"}}},
+            "an elicitation's content holds only text, numbers, booleans and lists of text; "
+            "'name' is dict",
+        ),
+        (
+            {"action": "accept", "content": {"nom": "Ada"}},
+            "its content does not fit the form asked for: at the root: missing required property 'name'",
+        ),
+        (
+            {"action": "accept"},
+            "its content does not fit the form asked for: at the root: missing required property 'name'",
+        ),
+        (
+            {"action": "accept", "content": {"name": 7}},
+            "its content does not fit the form asked for: at /name: expected string, got integer",
+        ),
     ],
 )
 def test_a_malformed_answer_to_what_was_asked_is_invalid_params(
@@ -207,18 +231,16 @@ def test_a_malformed_answer_to_what_was_asked_is_invalid_params(
     }
 
 
-def test_without_a_state_an_answer_must_still_be_an_input_requests_result(client: Client) -> None:
-    malformed = {"name": {"action": "accept", "content": "Ada"}}
-    response = call(client, "greet", request_id=2, inputResponses=malformed)
-    assert error_of(response)["message"] == (
-        "Invalid inputResponses['name']: an elicitation's 'content' must be an object"
-    )
-    answered = call(client, "greet", request_id=3, inputResponses={"name": accept(name="Ada")})
-    assert text_of(answered) == "Hello, Ada!"
-    # Answers shaped as no input request's result are ignored, as unknown keys are.
-    unknown = {"name": "junk", "other": {"foo": 1}}
-    again = call(client, "greet", request_id=4, inputResponses=unknown).json()["result"]
-    assert again["resultType"] == "input_required"
+def test_without_a_state_no_answer_is_handed_over(client: Client) -> None:
+    # The state names what was asked: answers sent without it answer nothing, malformed or not.
+    for answers in (
+        {"name": {"action": "accept", "content": "Ada"}},
+        {"name": accept(name="Ada")},
+        {"name": "junk", "other": {"foo": 1}},
+    ):
+        again = call(client, "greet", request_id=2, inputResponses=answers).json()["result"]
+        assert again["resultType"] == "input_required", answers
+        assert again["inputRequests"] == {"name": NAME_REQUEST}
 
 
 def test_an_answer_to_what_this_round_did_not_ask_is_not_handed_over() -> None:
@@ -353,7 +375,6 @@ def test_two_steps_partial_rounds_ask_again_for_what_is_missing(client: Client) 
         {},
         {"colour": accept(color="red")},
         {"color": {"action": "cancel"}},
-        {"color": accept(colour="red")},
     ):
         partial = call(
             client,
@@ -366,6 +387,15 @@ def test_two_steps_partial_rounds_ask_again_for_what_is_missing(client: Client) 
         result = partial.json()["result"]
         assert result["resultType"] == "input_required", responses
         assert result["inputRequests"] == {"color": COLOR_REQUEST}, responses
+    # An accepted form without the field it asks for is the client's error, not a new round.
+    wrong = call(
+        client,
+        "two-steps",
+        request_id=4,
+        inputResponses={"color": accept(colour="red")},
+        requestState=round_2["requestState"],
+    )
+    assert "does not fit the form asked for" in error_of(wrong, 4)["message"]
 
 
 # -- what a request state will not do -------------------------------------------------------

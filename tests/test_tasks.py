@@ -464,6 +464,18 @@ def test_a_malformed_answer_to_a_waiting_request_is_invalid_params() -> None:
     assert terminal(task_id)["status"] == "completed"
 
 
+def test_an_accepted_form_that_does_not_fit_its_schema_is_invalid_params() -> None:
+    task_id = start("asks-twice")
+    until(task_id, lambda t: t["status"] == "input_required")
+    refused = update(task_id, {"1.q": {"action": "accept", "content": {"v": 7}}})
+    assert refused.json()["error"] == {
+        "code": -32602,
+        "message": "Invalid inputResponses['1.q']: its content does not fit the form asked "
+        "for: at /v: expected string, got integer",
+    }
+    assert list(get(task_id)["result"]["inputRequests"]) == ["1.q"]
+
+
 def test_an_answer_sent_again_malformed_does_not_spoil_the_update() -> None:
     task_id = start("two-at-once")
     until(task_id, lambda t: t["status"] == "input_required")

@@ -1100,7 +1100,17 @@ def test_an_error_answer_is_a_refusal_the_tool_reports(
     assert tool_text(final) == "The client refused the request: user said no"
 
 
-@pytest.mark.parametrize("result", ["Ada", None, {"action": "maybe"}, {"content": {"name": "x"}}])
+@pytest.mark.parametrize(
+    "result",
+    [
+        "Ada",
+        None,
+        {"action": "maybe"},
+        {"content": {"name": "x"}},
+        {"action": "accept", "content": None},
+        {"action": "accept", "content": {"nom": "x"}},  # not the form's field
+    ],
+)
 def test_a_malformed_answer_ends_the_call_with_a_result_that_says_so(
     connect: Callable[..., LegacySession], result: Any
 ) -> None:

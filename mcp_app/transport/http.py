@@ -19,7 +19,7 @@ from .. import state as request_state
 from ..auth import admit
 from ..conf import conf
 from ..events import StreamLog
-from ..input import InputRequired, checked_answers
+from ..input import InputRequired, checked_answers, expected
 from ..protocol import jsonrpc, modern, versions
 from ..protocol import tasks as task_wire
 from ..protocol.context import RequestContext
@@ -558,9 +558,11 @@ class Endpoint:
         responses = req.params.get("inputResponses")
         if responses is not None and not isinstance(responses, dict):
             raise InvalidParams("inputResponses must be an object keyed by input request")
-        asked: dict[str, str] | None = None
+        # Answers are to the requests a signed state names: with no state, none were asked.
+        asked: dict[str, str] = {}
+        forms: dict[str, Any] = {}
         if "requestState" in req.params:
-            ctx.state, asked = request_state.verified(
+            ctx.state, asked, forms = request_state.verified(
                 req.params["requestState"],
                 method=req.method,
                 params=req.params,
@@ -569,7 +571,7 @@ class Endpoint:
             )
         # A handler reads an answer as the result of what it asked: a malformed one is the
         # client's error, not the handler's failure.
-        ctx.input_responses = checked_answers(responses or {}, asked)
+        ctx.input_responses = checked_answers(responses or {}, asked, forms)
 
     def input_required(
         self, req: modern.ModernRequest, ctx: RequestContext, outcome: InputRequired
@@ -578,6 +580,7 @@ class Endpoint:
         if missing:
             raise MissingClientCapability(missing)
         result: JSON = {"resultType": "input_required"}
+        asked, forms = expected(outcome.requests)
         if outcome.requests:
             result["inputRequests"] = outcome.requests
         result["requestState"] = request_state.sign(
@@ -586,7 +589,8 @@ class Endpoint:
             params=req.params,
             caller=request_state.caller_id(ctx.user),
             server=self.server.name,
-            asked={key: str(request.get("method")) for key, request in outcome.requests.items()},
+            asked=asked,
+            forms=forms,
         )
         result["_meta"] = {versions.META_SERVER_INFO: self.server.options.server_info}
         return result

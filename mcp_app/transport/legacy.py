@@ -27,7 +27,7 @@ from ..events import (
     parse_event_id,
     stream_channel,
 )
-from ..input import InputRequired, answer_problem
+from ..input import InputRequired, form_schema, kept_answer
 from ..protocol import jsonrpc, legacy, versions
 from ..protocol.context import RequestContext
 from ..protocol.engine import Engine
@@ -779,10 +779,10 @@ class LegacyEndpoint:
         if missing:
             names = jsonrpc.capability_names(missing)
             return f"The client does not support {names}, which this request needs"
-        pending: dict[str, tuple[str, str]] = {}
+        pending: dict[str, tuple[str, str, JSON | None]] = {}
         for key, request in outcome.requests.items():
             request_id = f"{ctx.method}-{uuid.uuid4().hex[:16]}"
-            pending[request_id] = (key, request["method"])
+            pending[request_id] = (key, request["method"], form_schema(request))
             ctx.emit(
                 jsonrpc.request(request_id, request["method"], self.wire_params(request, session))
             )
@@ -797,11 +797,14 @@ class LegacyEndpoint:
         return None
 
     def _answers(
-        self, ctx: RequestContext, pending: dict[str, tuple[str, str]], inbox: queue.Queue[JSON]
+        self,
+        ctx: RequestContext,
+        pending: dict[str, tuple[str, str, JSON | None]],
+        inbox: queue.Queue[JSON],
     ) -> str | None:
-        """Wait for the answer to each ``pending`` request (its key and method, by request id;
-        each taken out as it comes); a failure's text, or ``None`` once
-        ``ctx.input_responses`` has every answer."""
+        """Wait for the answer to each ``pending`` request (its key, method and form's
+        schema, by request id; each taken out as it comes); a failure's text, or ``None``
+        once ``ctx.input_responses`` has every answer."""
         answers: JSON = {}
         deadline = time.monotonic() + conf.INPUT_TIMEOUT_SECONDS
         _let_go_of_connections()
@@ -818,14 +821,14 @@ class LegacyEndpoint:
             reply_id = str(reply.get("id"))
             if reply_id not in pending:
                 continue
-            key, method = pending.pop(reply_id)
+            key, method, form = pending.pop(reply_id)
             if "error" in reply:
                 error = reply.get("error") or {}
                 return f"The client refused the request: {error.get('message', 'error')}"
-            problem = answer_problem(method, reply.get("result"))
-            if problem:
-                return f"The client's answer to {method} is malformed: {problem}"
-            answers[key] = reply.get("result")
+            try:
+                answers[key] = kept_answer(method, reply.get("result"), form)
+            except ValueError as exc:
+                return f"The client's answer to {method} is malformed: {exc}"
         ctx.input_responses = answers
         return None
 
