@@ -1087,6 +1087,19 @@ def test_an_answer_whose_error_is_not_an_error_object_is_refused_and_the_call_wa
     assert tool_text(reader.next_message()) == "Hello, Ada!"
 
 
+@pytest.mark.parametrize("extra", [{"ended": True}, {"cancel": 14}])
+def test_a_response_cannot_speak_for_the_server_on_the_sessions_channel(
+    connect: Callable[..., LegacySession], extra: dict[str, Any]
+) -> None:
+    session = connect(LATEST, {"elicitation": {}})
+    reader = session.call_streaming("greet", request_id=14)
+    request = reader.next_message()
+    stray = {"jsonrpc": "2.0", "id": "not-asked", "result": {}, **extra}
+    assert session.post(stray).status_code == 202
+    assert session.answer(request["id"], accept_name()).status_code == 202
+    assert tool_text(reader.next_message()) == "Hello, Ada!"
+
+
 def test_an_error_answer_is_a_refusal_the_tool_reports(
     connect: Callable[..., LegacySession],
 ) -> None:
@@ -1610,7 +1623,9 @@ def test_endless_input_requests_give_up_after_max_rounds(
     result = session.result_of("tools/call", {"name": "forever_for_tests"})
     assert result["isError"] is True
     assert result["content"][0]["text"] == "Gave up after 25 rounds of input"
-    assert rounds == list(range(1, 26))
+    # 25 rounds, each given to the handler; the 26th ask is not made.
+    assert rounds == list(range(1, 27))
+    assert ToolCall.objects.get(name="forever_for_tests").rounds == 25
 
 
 # -- 2025-03-26 batches -----------------------------------------------------------------------

@@ -414,8 +414,11 @@ class LegacyEndpoint:
             self.notification(message, session)
             return Reply(202)
         if kind == "response":
+            # Only the response itself: the session's channel also carries the server's own
+            # word ({"ended": true}, {"cancel": id}), which no client may speak.
+            passed = {k: message[k] for k in ("jsonrpc", "id", "result", "error") if k in message}
             try:
-                backend().publish(self.server.channel(f"session:{session.id}"), message)
+                backend().publish(self.server.channel(f"session:{session.id}"), passed)
             except Exception:
                 logger.exception("Could not pass on a client's response (session %s)", session.id)
                 # The request waiting for it would never hear of it: the client learns so.
@@ -731,7 +734,7 @@ class LegacyEndpoint:
         rounds = 0
         try:
             message = self.failed(request_id, method, f"Gave up after {MAX_ROUNDS} rounds of input")
-            for rounds in range(MAX_ROUNDS):  # noqa: B007 - the count is audited
+            for rounds in range(MAX_ROUNDS + 1):
                 outcome = self.endpoint.dispatch(method, params, ctx, catalog)
                 # A session's client never follows tasks: their work is done in the call.
                 assert not isinstance(outcome, TaskWork)
@@ -739,6 +742,8 @@ class LegacyEndpoint:
                     result = legacy.result_for(session.protocol_version, method, outcome)
                     message = jsonrpc.result_response(request_id, result)
                     break
+                if rounds == MAX_ROUNDS:
+                    break  # not asked: its answer would never be used
                 failure = self.ask(outcome, ctx, session, inbox)
                 if failure is not None:
                     message = self.failed(request_id, method, failure)
