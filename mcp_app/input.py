@@ -16,6 +16,10 @@ JSON = dict[str, Any]
 
 #: The first revision whose ``sampling`` capability has sub-capabilities (``context``, ``tools``).
 SAMPLING_SUBCAPABILITIES = "2025-11-25"
+#: The first revision with elicitation, and the first with URL elicitations and multi-select
+#: form fields.
+ELICITATION_FORMS = "2025-06-18"
+ELICITATION_URLS = "2025-11-25"
 #: The methods an input request may use, and the client capability each needs.
 INPUT_METHODS = {
     "elicitation/create": "elicitation",
@@ -131,6 +135,29 @@ class InputRequired:
                 else:
                     missing["elicitation"] = {mode: {} for mode in sorted(lacking_modes)}
         return missing
+
+
+def revision_problem(requests: Mapping[str, JSON], version: str) -> str | None:
+    """Why a client of an initialize-era ``version`` cannot be sent ``requests``, if it
+    cannot: what its revision of the protocol has no words for."""
+    for request in requests.values():
+        if request.get("method") != "elicitation/create":
+            continue
+        if version < ELICITATION_FORMS:
+            return f"The client's protocol revision ({version}) has no elicitation"
+        params = request.get("params") or {}
+        if version >= ELICITATION_URLS:
+            continue
+        if params.get("mode", "form") != "form":
+            return f"The client's protocol revision ({version}) has no URL elicitation"
+        fields = (form_schema(request) or {}).get("properties")
+        for name, spec in (fields if isinstance(fields, dict) else {}).items():
+            if isinstance(spec, dict) and spec.get("type") == "array":
+                return (
+                    f"The form's field {name!r} is a multi-select list, which the client's "
+                    f"protocol revision ({version}) has no words for"
+                )
+    return None
 
 
 def input_required(requests: Mapping[str, JSON] | None = None, state: Any = None) -> InputRequired:

@@ -30,7 +30,7 @@ from django.urls import resolve
 from django.utils import timezone
 
 import mcp_app
-from mcp_app import elicit_url, input_required, sample
+from mcp_app import elicit, elicit_url, input_required, sample
 from mcp_app.delivery import backend
 from mcp_app.models import Session, StreamEvent, ToolCall
 from mcp_app.protocol.context import RequestContext
@@ -1237,6 +1237,57 @@ def test_sampling_with_context_on_2025_11_25_names_the_missing_sub_capability(
     assert tool_text(final) == (
         "The client does not support sampling.context, which this request needs"
     )
+
+
+def _url_login(arguments: JSON, context: RequestContext) -> Any:
+    if context.input_response("login") is None:
+        return input_required({"login": elicit_url("Sign in", "https://example.com/login")})
+    return "signed in"
+
+
+def _pick_many(arguments: JSON, context: RequestContext) -> Any:
+    if context.input_response("pick") is None:
+        many = {"type": "array", "items": {"type": "string", "enum": ["a", "b"]}}
+        form = {"type": "object", "properties": {"picked": many}}
+        return input_required({"pick": elicit("Which?", form)})
+    return "picked"
+
+
+@pytest.mark.parametrize(
+    ("version", "handler", "said"),
+    [
+        ("2025-03-26", "greet", "The client's protocol revision (2025-03-26) has no elicitation"),
+        (
+            "2025-06-18",
+            _url_login,
+            "The client's protocol revision (2025-06-18) has no URL elicitation",
+        ),
+        (
+            "2025-06-18",
+            _pick_many,
+            "The form's field 'picked' is a multi-select list, which the client's protocol "
+            "revision (2025-06-18) has no words for",
+        ),
+    ],
+)
+def test_a_request_the_clients_revision_has_no_words_for_is_not_sent(
+    connect: Callable[..., LegacySession],
+    temporary: Callable[..., None],
+    version: str,
+    handler: Any,
+    said: str,
+) -> None:
+    name = "greet"
+    if handler != "greet":
+        name = f"{handler.__name__.strip('_')}_for_tests"
+        temporary("tool", handler, name=name)
+    # Even declared: the capability means nothing the revision cannot say.
+    session = connect(version, {"elicitation": {"form": {}, "url": {}}})
+    response = session.request("tools/call", {"name": name, "arguments": {}})
+    assert response["Content-Type"] == "application/json"  # nothing was asked of the client
+    final = response.json()
+    assert final["result"]["isError"] is True
+    assert tool_text(final) == said
 
 
 def test_roots_request_goes_to_the_client(connect: Callable[..., LegacySession]) -> None:

@@ -27,7 +27,7 @@ from ..events import (
     parse_event_id,
     stream_channel,
 )
-from ..input import InputRequired, form_schema, kept_answer
+from ..input import InputRequired, form_schema, kept_answer, revision_problem
 from ..protocol import jsonrpc, legacy, versions
 from ..protocol.context import RequestContext
 from ..protocol.engine import Engine
@@ -780,6 +780,9 @@ class LegacyEndpoint:
                 "Input cannot be asked for: this server answers one request at a time, so the "
                 "client's answer could not reach it"
             )
+        unsaid = revision_problem(outcome.requests, session.protocol_version)
+        if unsaid is not None:
+            return unsaid
         missing = outcome.required_capabilities(session.capabilities, session.protocol_version)
         if missing:
             names = jsonrpc.capability_names(missing)
