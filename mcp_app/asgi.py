@@ -47,6 +47,7 @@ from .transport import sse
 from .transport.bare import BareHooks, endpoint, log_status, reply_parts, unreadable
 from .transport.http import Reply
 from .transport.views import (
+    DRAIN_BYTES,
     Answer,
     ClientGone,
     InvalidLength,
@@ -147,7 +148,14 @@ def endpoint_at(scope: Scope) -> tuple[Server, ResolverMatch] | None:
 
 
 class _TooLarge(Exception):
-    """The body went over the limit while being read."""
+    """The body is over the limit: declared so (``left`` unread), or found so reading it.
+
+    ``left``: how much of the body may still be on its way, if not all of it was received.
+    """
+
+    def __init__(self, left: int | None) -> None:
+        super().__init__()
+        self.left = left
 
 
 async def _serve(
@@ -173,9 +181,10 @@ async def _serve(
     except ClientGone:
         return
     except (_TooLarge, InvalidLength) as exc:
-        # Refused before the body was read to its end: the connection cannot be reused.
         refusal = too_large() if isinstance(exc, _TooLarge) else invalid_length()
-        refusal.headers["Connection"] = "close"
+        if not (isinstance(exc, _TooLarge) and await _drained(client, exc.left)):
+            # Refused before the body was read to its end: the connection cannot be reused.
+            refusal.headers["Connection"] = "close"
         await _send_reply(refusal, send, request)
         return
     except Exception as exc:
@@ -206,12 +215,33 @@ class _Client:
                 self.left = True
 
 
+async def _drained(client: _Client, left: int | None) -> bool:
+    """Read and drop the rest of a refused body (``left``: its declared bytes not yet read,
+    ``None`` if unknown), up to ``DRAIN_BYTES``; whether it was read to its end, so that the
+    client reads the refusal and may send its next request on the connection."""
+    if left == 0:
+        return True  # received whole
+    if left is not None and left > DRAIN_BYTES:
+        return False
+    budget = DRAIN_BYTES
+    while budget > 0:
+        message = await client.receive()
+        if message["type"] == "http.disconnect":
+            client.left = True
+            return False
+        budget -= len(message.get("body", b""))
+        if not message.get("more_body", False):
+            return True
+    return False
+
+
 async def _answer(
     server: Server, request: ASGIRequest, body: io.BytesIO, client: _Client
 ) -> Answer:
     limit = body_limit()
-    if declared_length(request) > limit:
-        raise _TooLarge
+    declared = declared_length(request)
+    if declared > limit:
+        raise _TooLarge(declared)
     size = 0
     while True:
         message = await client.receive()
@@ -220,7 +250,8 @@ async def _answer(
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
-            raise _TooLarge
+            ended = not message.get("more_body", False)
+            raise _TooLarge(0 if ended else (declared - size if declared else None))
         body.write(chunk)
         if not message.get("more_body", False):
             break

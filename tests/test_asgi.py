@@ -52,7 +52,7 @@ from mcp_app.delivery import backend
 from mcp_app.protocol.context import RequestContext
 from mcp_app.transport import views
 from mcp_app.transport.http import Call
-from mcp_app.transport.views import async_view, sync_view
+from mcp_app.transport.views import DRAIN_BYTES, async_view, sync_view
 from mcp_app.transport.workers import workers
 from project.urls import urlpatterns as site_patterns
 from tests.conftest import data_messages, modern_request, stream_bytes
@@ -658,11 +658,25 @@ def test_a_foreign_origin_is_refused_with_a_json_rpc_403(routed: Any) -> None:
     assert done.json()["error"] == {"code": -32600, "message": "Origin not allowed"}
 
 
-def test_a_body_declared_too_large_is_refused_unread(app: Route, mcp: Any) -> None:
+def test_a_body_declared_too_large_is_refused_and_read_to_its_end(app: Route, mcp: Any) -> None:
+    # Read and dropped, so that the client reads the 413 and may go on on the connection.
     mcp(MAX_BODY_BYTES=1000)
     done = exchange(app, body=b"x" * 5000, headers={"Content-Type": "application/json"})
     assert done.status == 413
     assert done.json()["error"] == {"code": -32600, "message": "Request body over 1000 bytes"}
+    assert done.reads == 1
+    assert "connection" not in done.headers
+
+
+def test_a_body_declared_larger_than_can_be_drained_is_refused_unread(app: Route, mcp: Any) -> None:
+    mcp(MAX_BODY_BYTES=1000)
+    done = exchange(
+        app,
+        body=b"x" * 5000,
+        headers={"Content-Type": "application/json", "Content-Length": str(DRAIN_BYTES + 1)},
+        content_length=False,
+    )
+    assert done.status == 413
     assert done.reads == 0
     assert done.headers["connection"] == "close"
 
@@ -688,7 +702,7 @@ def test_djangos_smaller_upload_limit_counts_too(app: Route, settings: Any) -> N
     done = exchange(app, body=b"x" * 600, headers={"Content-Type": "application/json"})
     assert done.status == 413
     assert done.json()["error"]["message"] == "Request body over 500 bytes"
-    assert done.reads == 0
+    assert done.reads == 1
 
 
 def test_a_streamed_body_is_refused_once_it_passes_the_limit(app: Route, mcp: Any) -> None:
@@ -697,7 +711,8 @@ def test_a_streamed_body_is_refused_once_it_passes_the_limit(app: Route, mcp: An
     done = exchange(app, chunks=chunks, headers={"Content-Type": "application/json"})
     assert done.status == 413
     assert done.json()["error"]["message"] == "Request body over 1000 bytes"
-    assert done.reads == 2  # the third chunk is never read
+    assert done.reads == 3  # the third chunk read and dropped
+    assert "connection" not in done.headers
 
 
 def test_a_client_gone_before_its_body_ended_gets_nothing(app: Route) -> None:

@@ -156,3 +156,13 @@ def test_the_sync_view_streams_under_an_asgi_server(sync_view_server: DemoServer
     # Django's ASGI handler reads a sync stream whole: the view hands the request to the
     # async view's code.
     check_streams_arrive(sync_view_server, "legacy")
+
+
+def test_a_body_over_the_limit_is_answered_and_the_connection_goes_on(
+    demo_server: DemoServer,
+) -> None:
+    # Through mcp_app.asgi.route: the rest of the body is read and dropped, so the 413 reaches
+    # the client rather than a reset, and the connection stays open for its next request.
+    from tests.test_e2e_wsgi import oversized_then_called
+
+    assert oversized_then_called(demo_server.url) == (413, True, 200)

@@ -85,6 +85,35 @@ def test_a_chunked_body_over_the_limit_is_413_under_gunicorn(wsgi_server: DemoSe
     assert json.loads(answer)["error"]["code"] == -32600
 
 
+def oversized_then_called(url: str) -> tuple[int, bool, int]:
+    """On one connection, POST a body over the limit (its length declared), then a call; the
+    first status, whether the second went on the same connection, and its status."""
+    parts = urlsplit(url)
+    body, headers = modern_request("tools/call", {"name": "add", "arguments": {"numbers": [2, 3]}})
+    headers = {"Content-Type": "application/json", **headers}
+    big = json.dumps({**body, "padding": "x" * 3 * 1024 * 1024}).encode()
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=20)
+    try:
+        connection.request("POST", parts.path, body=big, headers=headers)
+        refused = connection.getresponse()
+        refused.read()
+        said = refused.getheader("Connection")
+        kept = connection.sock
+        connection.request("POST", parts.path, body=json.dumps(body).encode(), headers=headers)
+        answered = connection.getresponse()
+        answered.read()
+        # The same connection, not a new one http.client opened after a close.
+        return refused.status, said != "close" and connection.sock is kept, answered.status
+    finally:
+        connection.close()
+
+
+def test_a_body_over_the_limit_is_answered_and_the_connection_goes_on(
+    wsgi_server: DemoServer,
+) -> None:
+    assert oversized_then_called(wsgi_server.url) == (413, True, 200)
+
+
 def post_raw_bytes(url: str, head: dict[str, str], raw: bytes) -> tuple[int, bytes]:
     """POST ``raw`` as the body's bytes on the wire, whatever they are; the status and body."""
     parts = urlsplit(url)

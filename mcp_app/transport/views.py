@@ -106,6 +106,38 @@ def declared_length(request: HttpRequest) -> int:
     return int(raw)
 
 
+#: Most bytes of a refused body read and dropped before the refusal is sent. A server that
+#: closes a connection holding unread bytes resets it, and the client may never read the
+#: answer (RFC 9112, 9.6); one that keeps it open reads them as the next request.
+DRAIN_BYTES = 16 * 1024 * 1024
+
+
+def drain(request: HttpRequest) -> None:
+    """Read and drop what is left of a refused WSGI request's body, up to ``DRAIN_BYTES``.
+
+    Django's ASGI handler has read the body already (the lean ASGI route drains its own).
+    """
+    if isinstance(request, ASGIRequest):
+        return
+    meta = request.META
+    try:
+        declared = declared_length(request)
+    except InvalidLength:
+        return  # no length to trust: the server ends the connection
+    if declared:
+        if declared > DRAIN_BYTES:
+            return
+        stream = getattr(request, "_stream", None)  # Django's reader, bounded by the length
+    else:
+        stream = meta.get("wsgi.input") if meta.get("wsgi.input_terminated") else None
+    if stream is None:
+        return
+    left = DRAIN_BYTES
+    with contextlib.suppress(Exception):  # what cannot be read is the server's to close
+        while left > 0 and (chunk := stream.read(min(65536, left))):
+            left -= len(chunk)
+
+
 def invalid_length() -> Reply:
     """400 with a JSON-RPC error for a ``Content-Length`` that is not a number of bytes."""
     error = jsonrpc.InvalidRequest("Bad Request: invalid Content-Length header")
@@ -230,6 +262,7 @@ def incoming(
         body = _body(request)
     except RequestDataTooBig:
         # Django would answer an HTML 400 page; a client of this endpoint reads JSON-RPC.
+        drain(request)
         return too_large()
     except InvalidLength:
         return invalid_length()
