@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
@@ -29,8 +30,16 @@ def caller_id(user: Any) -> str:
     return f"user:{user.pk}"
 
 
-def params_digest(params: Mapping[str, Any]) -> str:
+#: Methods whose ``arguments`` may be left out, ``null`` or ``{}`` alike.
+WITH_ARGUMENTS = frozenset({"tools/call", "prompts/get"})
+
+
+def params_digest(params: Mapping[str, Any], method: str | None = None) -> str:
+    """A digest of the params a state is bound to: those of the dialogue, as the method reads
+    them (``arguments`` left out or ``null`` are the empty arguments they are handled as)."""
     scoped = {k: v for k, v in params.items() if k not in UNSCOPED}
+    if method in WITH_ARGUMENTS and scoped.get("arguments") is None:
+        scoped["arguments"] = {}
     canonical = json.dumps(scoped, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
@@ -56,9 +65,11 @@ def sign(
     schema of each form among them, so that the answers can be checked.
     """
     payload: dict[str, Any] = {
+        # When, in milliseconds: the signature's own stamp counts whole seconds.
+        "i": _now_ms(),
         "s": state,
         "t": _target(server, method, params),
-        "d": params_digest(params),
+        "d": params_digest(params, method),
         "c": caller,
     }
     if asked is not None:
@@ -92,27 +103,37 @@ def verified(
     if not isinstance(token, str) or not token:
         raise InvalidParams("Invalid requestState: must be a non-empty string")
     key = conf.REQUEST_STATE_KEY
+    max_age_ms = conf.REQUEST_STATE_MAX_AGE_MS
     try:
         payload = signing.loads(
             token,
             key=key,
             salt=SALT,
-            max_age=timedelta(milliseconds=conf.REQUEST_STATE_MAX_AGE_MS),
+            # The stamp is of whole seconds, so a second more; the payload's own time decides.
+            max_age=timedelta(milliseconds=max_age_ms + 1000),
             fallback_keys=[] if key else None,
         )
     except signing.SignatureExpired as exc:
-        raise InvalidParams(
-            "Invalid requestState: it has expired; start the request again"
-        ) from exc
+        raise InvalidParams(_EXPIRED) from exc
     except (signing.BadSignature, ValueError) as exc:
         security_logger.warning("requestState failed verification for %s", method, exc_info=False)
         _suspicious()
         raise InvalidParams("Invalid requestState: the signature does not verify") from exc
     if not isinstance(payload, dict):
         raise InvalidParams("Invalid requestState: the signature does not verify")
+    issued = payload.get("i")
+    if isinstance(issued, int):
+        age_ms = _now_ms() - issued
+        if age_ms > max_age_ms:
+            raise InvalidParams(_EXPIRED)
+        if -age_ms > FUTURE_MS:
+            # Signed by a server whose clock is ahead: it would live that much longer.
+            raise InvalidParams(
+                "Invalid requestState: it was issued in the future; the servers' clocks differ"
+            )
     if payload.get("t") != _target(server, method, params):
         raise InvalidParams("Invalid requestState: it was issued for another request target")
-    if payload.get("d") != params_digest(params):
+    if payload.get("d") != params_digest(params, method):
         raise InvalidParams("Invalid requestState: it was issued for other arguments")
     if payload.get("c") != caller:
         raise InvalidParams("Invalid requestState: it was issued to another caller")
@@ -122,6 +143,15 @@ def verified(
         dict(asked) if isinstance(asked, dict) else {},
         dict(forms) if isinstance(forms, dict) else {},
     )
+
+
+_EXPIRED = "Invalid requestState: it has expired; start the request again"
+#: How far ahead of this server's clock another's may have stamped a state it accepts.
+FUTURE_MS = 5000
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def _suspicious() -> None:

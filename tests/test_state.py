@@ -207,6 +207,33 @@ def test_state_expires_in_real_time_with_a_one_millisecond_max_age() -> None:
     assert verify(token) == SECRET_STATE
 
 
+@override_settings(MCP_APP={"REQUEST_STATE_MAX_AGE_MS": 1000})
+def test_expiry_counts_milliseconds_not_the_signatures_whole_seconds(
+    frozen_clock: list[float],
+) -> None:
+    frozen_clock[0] += 0.9  # the signature's stamp says .0
+    token = sign(SECRET_STATE)
+    frozen_clock[0] += 0.8
+    assert verify(token) == SECRET_STATE
+    frozen_clock[0] += 0.3
+    assert refused(token).message == EXPIRED
+
+
+def test_a_state_stamped_ahead_of_this_clock_is_refused_past_the_tolerance(
+    frozen_clock: list[float],
+) -> None:
+    start = frozen_clock[0]
+    frozen_clock[0] = start + state.FUTURE_MS / 1000 - 1
+    near = sign(SECRET_STATE)
+    frozen_clock[0] = start + 3600
+    far = sign(SECRET_STATE)
+    frozen_clock[0] = start
+    assert verify(near) == SECRET_STATE
+    assert refused(far).message == (
+        "Invalid requestState: it was issued in the future; the servers' clocks differ"
+    )
+
+
 def test_expiry_is_reported_before_the_binding_is_checked(frozen_clock: list[float]) -> None:
     token = sign(SECRET_STATE)
     frozen_clock[0] += 301
@@ -281,6 +308,25 @@ def test_input_responses_request_state_and_meta_are_not_part_of_the_digest() -> 
     assert state.params_digest(first_round) == state.params_digest(retry)
     assert state.params_digest(retry) == state.params_digest(PARAMS)
     assert state.params_digest({**PARAMS, "extra": 1}) != state.params_digest(PARAMS)
+
+
+@pytest.mark.parametrize("method", ["tools/call", "prompts/get"])
+@pytest.mark.parametrize("first", [{}, {"arguments": None}, {"arguments": {}}])
+@pytest.mark.parametrize("retry", [{}, {"arguments": None}, {"arguments": {}}])
+def test_arguments_left_out_null_or_empty_are_the_same_arguments(
+    method: str, first: dict[str, Any], retry: dict[str, Any]
+) -> None:
+    # The engine hands each of them to the handler as {}: a retry may spell them otherwise.
+    token = sign(SECRET_STATE, method=method, params={"name": "book-flight", **first})
+    assert verify(token, method=method, params={"name": "book-flight", **retry}) == SECRET_STATE
+    other = {"name": "book-flight", "arguments": {"seats": 1}}
+    assert refused(token, method=method, params=other).message == OTHER_ARGUMENTS
+
+
+def test_a_resource_read_has_no_arguments_to_leave_out() -> None:
+    token = sign(SECRET_STATE, method="resources/read", params={"uri": "a://b"})
+    with_arguments = {"uri": "a://b", "arguments": {}}
+    assert refused(token, method="resources/read", params=with_arguments).message == OTHER_ARGUMENTS
 
 
 @pytest.mark.django_db
