@@ -31,7 +31,7 @@ from django.test import AsyncClient, Client
 from django.urls import NoReverseMatch, URLPattern, URLResolver, get_resolver, resolve, reverse
 
 from . import __version__
-from .input import INPUT_METHODS
+from .input import ELICITATION_FORMS, ELICITATION_URLS, INPUT_METHODS
 from .protocol import versions as revisions
 from .protocol.modern import NAMED, encode_header_value, header_text, mirrored
 from .registry import header_annotations
@@ -211,7 +211,9 @@ def _declared(handlers: Iterable[str], version: str) -> JSON:
     declared: JSON = {}
     for method in handlers:
         capability = HANDLER_CAPABILITIES[method]
-        if method == "elicitation/create" and version < "2025-11-25":
+        if method == "elicitation/create" and version < ELICITATION_FORMS:
+            continue  # the revision has no elicitation
+        if method == "elicitation/create" and version < ELICITATION_URLS:
             # Before 2025-11-25 elicitation had no modes: an empty object meant forms.
             capability = {"elicitation": {}}
         declared = _merge(declared, capability)
