@@ -213,6 +213,8 @@ def test_open_streams_end_and_the_server_exits_at_a_graceful_shutdown(
             server.proc.send_signal(signal.SIGTERM)
             final = _final_message(listen)
             assert final["id"] == 1 and final["result"]["resultType"] == "complete"
+            meta = final["result"]["_meta"]
+            assert meta["io.modelcontextprotocol/serverInfo"]["name"] == "django-mcp-app"
             session.until_end(within=15)
             # uvicorn raises the signal again once it has shut down, as its default would end it.
             assert server.proc.wait(15) in (0, -signal.SIGTERM)

@@ -258,7 +258,11 @@ class Listen:
         """The listen request's final result, sent when the server ends the stream."""
         result = {
             "resultType": "complete",
-            "_meta": {versions.META_SUBSCRIPTION_ID: self.request_id},
+            "_meta": {
+                versions.META_SUBSCRIPTION_ID: self.request_id,
+                # As every other 2026-07-28 result says who answered.
+                versions.META_SERVER_INFO: self.server.options.server_info,
+            },
         }
         return [Event(jsonrpc.result_response(self.request_id, result))]
 
