@@ -205,6 +205,21 @@ def _check_template(errors: Errors, field: str, source: str) -> None:
         _add(errors, field, problem)
 
 
+def _check_reads(errors: Errors, field: str, source: str, given: Sequence[str], giver: str) -> None:
+    """A template that reads a variable none of ``given`` is: it would always render empty."""
+    if not given or rows.template_error(source):
+        return
+    reads = rows.template_reads(source)
+    unknown = sorted(reads - set(given)) if reads is not None else []
+    if unknown:
+        _add(
+            errors,
+            field,
+            f"The template reads {', '.join(unknown)}, which {giver} does not give, so it would "
+            f"always be empty; it gives {', '.join(given)}.",
+        )
+
+
 def _check_handler_config(errors: Errors, handler: str, kind: str, config: Any) -> None:
     found = rows.get_handler(handler)
     if found is None or kind not in found.kinds or found.check is None:
@@ -696,6 +711,7 @@ class ResourceTemplate(Definition):
             _add(errors, "text", "Give a template text, or choose a handler.")
         elif self.text:
             _check_template(errors, "text", self.text)
+            _check_reads(errors, "text", self.text, variables, "the URI template")
             unreadable = [name for name in variables if not TEMPLATE_VARIABLE_RE.match(name)]
             if unreadable:
                 _add(

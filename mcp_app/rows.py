@@ -609,6 +609,91 @@ def render_for_client(source: str, values: Mapping[str, Any], what: str) -> str:
         raise InvalidParams(message) from exc
 
 
+#: What every template context holds besides the values given it.
+_BUILTIN_NAMES = frozenset({"True", "False", "None"})
+
+
+def template_reads(source: str) -> set[str] | None:
+    """The variables a row's template (compiled already) reads from the values it is given:
+    the first name of each lookup, less those its own tags bind (``for`` loop variables,
+    ``with``, ``as``). ``None`` when it uses a tag whose reads this does not follow.
+    """
+    from django.template import Variable
+    from django.template.base import FilterExpression, TextNode, VariableNode
+    from django.template.defaulttags import (
+        AutoEscapeControlNode,
+        CommentNode,
+        CycleNode,
+        FilterNode,
+        FirstOfNode,
+        ForNode,
+        IfNode,
+        LoadNode,
+        NowNode,
+        SpacelessNode,
+        TemplateTagNode,
+        VerbatimNode,
+        WithNode,
+    )
+
+    read: set[str] = set()
+    bound: set[str] = {"forloop"}
+
+    def expression(found: Any, own: bool = True) -> None:
+        # own: whether the expression's own variable is read from the values (a {% filter %}
+        # applies its filters to what it wraps).
+        if not isinstance(found, FilterExpression):
+            return
+        if own and isinstance(found.var, Variable) and found.var.lookups:
+            read.add(found.var.lookups[0])
+        for _function, arguments in found.filters:
+            for lookup, argument in arguments:
+                if lookup and isinstance(argument, Variable) and argument.lookups:
+                    read.add(argument.lookups[0])
+
+    def condition(found: Any) -> None:
+        if found is None:
+            return
+        expression(getattr(found, "value", None))
+        for side in ("first", "second"):
+            if getattr(found, side, None) is not None:
+                condition(getattr(found, side))
+
+    stack: list[Any] = list(compile_template(source).nodelist)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, VariableNode):
+            expression(node.filter_expression)
+        elif isinstance(node, IfNode):
+            for test, nodelist in node.conditions_nodelists:
+                condition(test)
+                stack.extend(nodelist)
+        elif isinstance(node, ForNode):
+            expression(node.sequence)
+            bound.update(node.loopvars)
+            stack.extend(node.nodelist_loop)
+            stack.extend(node.nodelist_empty)
+        elif isinstance(node, WithNode):
+            for value in node.extra_context.values():
+                expression(value)
+            bound.update(node.extra_context)
+            stack.extend(node.nodelist)
+        elif isinstance(node, FirstOfNode | CycleNode):
+            for value in node.vars if isinstance(node, FirstOfNode) else node.cyclevars:
+                expression(value)
+            bound.add(getattr(node, "asvar", None) or getattr(node, "variable_name", None) or "")
+        elif isinstance(node, FilterNode | SpacelessNode | AutoEscapeControlNode):
+            expression(getattr(node, "filter_expr", None), own=False)
+            stack.extend(node.nodelist)
+        elif isinstance(node, NowNode):
+            bound.add(node.asvar or "")
+        elif not isinstance(
+            node, TextNode | CommentNode | LoadNode | TemplateTagNode | VerbatimNode
+        ):
+            return None
+    return read - bound - _BUILTIN_NAMES
+
+
 def template_error(source: str) -> str | None:
     """Why ``source`` does not compile as a Django template, or ``None`` if it does."""
     from django.template import TemplateSyntaxError

@@ -301,6 +301,12 @@ def test_resource_uri_unique_per_server() -> None:
         ({"uri_template": "t8://{a.b}"}, "uri_template", "cannot read the variable(s) a.b"),
         ({"uri_template": "t8://{%41x}/{_z}"}, "uri_template", "variable(s) %41x, _z:"),
         ({"uri_template": "t8://{1}"}, "uri_template", "cannot read the variable(s) 1:"),
+        (
+            {"text": "Notes on {{ subject }}{% if on %}{{ topic|default:when }}{% endif %}"},
+            "text",
+            "The template reads on, subject, when, which the URI template does not give, so it "
+            "would always be empty; it gives topic.",
+        ),
     ],
 )
 def test_template_validation_names_the_field(fields: dict[str, Any], field: str, text: str) -> None:
@@ -312,6 +318,22 @@ def test_template_validation_names_the_field(fields: dict[str, Any], field: str,
     values.update(fields)
     errors = errors_of(ResourceTemplate(**values))
     assert any(text in message for message in errors[field]), errors
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "{% for word in topic.split %}{{ forloop.counter }} {{ word|upper }}{% endfor %}",
+        "{% with t=topic %}{{ t }}{% endwith %}{% firstof topic 'none' as f %}{{ f }}",
+        "{% if topic == None or topic is True %}{{ 'x' }}{{ 3 }}{% endif %}{# {{ nothing }} #}",
+        "{% now 'Y' as year %}{{ year }} {% cycle 'a' topic as c %}{{ c }}",
+        "{% filter upper %}{{ topic }}{% endfilter %}{% verbatim %}{{ raw }}{% endverbatim %}",
+        # A tag whose reads are not followed: nothing is said.
+        "{% load i18n %}{% blocktranslate %}{{ anything }}{% endblocktranslate %}",
+    ],
+)
+def test_a_template_reading_only_its_variables_and_its_own_names_is_valid(text: str) -> None:
+    ResourceTemplate(name="notes", uri_template="notes://{topic}", text=text).full_clean()
 
 
 def test_a_template_row_read_after_one_matching_all_its_uris_is_refused() -> None:
