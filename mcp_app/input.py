@@ -226,21 +226,24 @@ _ELICIT_ACTIONS = ("accept", "decline", "cancel")
 
 def checked_answers(
     responses: Mapping[str, Any],
-    asked: Mapping[str, str],
+    asked: Mapping[str, str] | None,
     forms: Mapping[str, JSON] | None = None,
 ) -> dict[str, Any]:
     """The answers a handler is given of the client's ``inputResponses``.
 
-    ``asked``: the method of each input request sent, by key; ``forms``: the schema of each
-    form among them. Only answers to those are kept (others are ignored, as the spec asks),
-    each checked against its request (``kept_answer``). A ``null`` answer counts as missing.
+    ``asked``: the method of each input request sent, by key, when known (a signed state
+    says); ``forms``: the schema of each form among them. Then only answers to those are kept
+    (others are ignored, as the spec asks), each checked against its request
+    (``kept_answer``). Else (answers sent up front, with no state) an answer shaped as one
+    kind of result (an ``action``, ``roots``, a ``role`` or ``model``) is checked as that
+    kind, and any other is ignored. A ``null`` answer counts as missing.
 
     Raises:
         InvalidParams: an answer is malformed; the message names its key.
     """
     kept: dict[str, Any] = {}
     for key, answer in responses.items():
-        method = asked.get(key)
+        method = asked.get(key) if asked is not None else _method_of(answer)
         if answer is None or method is None:
             continue
         try:
@@ -248,6 +251,19 @@ def checked_answers(
         except ValueError as exc:
             raise InvalidParams(f"Invalid inputResponses[{key!r}]: {exc}") from None
     return kept
+
+
+def _method_of(answer: Any) -> str | None:
+    """The input request ``answer`` is shaped as the result of, if any."""
+    if not isinstance(answer, dict):
+        return None
+    if "action" in answer:
+        return "elicitation/create"
+    if "roots" in answer:
+        return "roots/list"
+    if "role" in answer or "model" in answer:
+        return "sampling/createMessage"
+    return None
 
 
 def kept_answer(method: str, answer: Any, form: JSON | None = None) -> Any:

@@ -93,9 +93,9 @@ def verify(
 
 def verified(
     token: Any, *, method: str, params: Mapping[str, Any], caller: str, server: str = "default"
-) -> tuple[Any, dict[str, str], dict[str, Any]]:
-    """``verify``, the method of each input request the state was sent with, by key, and
-    the schema of each form among them.
+) -> tuple[Any, dict[str, str] | None, dict[str, Any]]:
+    """``verify``, the method of each input request the state was sent with, by key
+    (``None`` for a state that does not say), and the schema of each form among them.
 
     Raises:
         InvalidParams: as ``verify``.
@@ -140,7 +140,7 @@ def verified(
     asked, forms = payload.get("a"), payload.get("f")
     return (
         payload.get("s"),
-        dict(asked) if isinstance(asked, dict) else {},
+        dict(asked) if isinstance(asked, dict) else None,
         dict(forms) if isinstance(forms, dict) else {},
     )
 

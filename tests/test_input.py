@@ -421,3 +421,5 @@ def test_answers_are_kept_only_for_what_was_asked() -> None:
     answers = {"name": {"action": "accept", "content": {"name": "Ada"}}, "other": {"roots": []}}
     assert checked_answers(answers, asked, forms) == {"name": answers["name"]}
     assert checked_answers(answers, {}, {}) == {}
+    # Sent up front, with no state to say what was asked: each is taken as what it is shaped as.
+    assert checked_answers({**answers, "junk": 3}, None) == answers

@@ -231,16 +231,19 @@ def test_a_malformed_answer_to_what_was_asked_is_invalid_params(
     }
 
 
-def test_without_a_state_no_answer_is_handed_over(client: Client) -> None:
-    # The state names what was asked: answers sent without it answer nothing, malformed or not.
-    for answers in (
-        {"name": {"action": "accept", "content": "Ada"}},
-        {"name": accept(name="Ada")},
-        {"name": "junk", "other": {"foo": 1}},
-    ):
-        again = call(client, "greet", request_id=2, inputResponses=answers).json()["result"]
-        assert again["resultType"] == "input_required", answers
-        assert again["inputRequests"] == {"name": NAME_REQUEST}
+def test_without_a_state_an_answer_must_still_be_an_input_requests_result(client: Client) -> None:
+    # Answers sent up front, before any round: each is taken as the result it is shaped as.
+    malformed = {"name": {"action": "accept", "content": "Ada"}}
+    response = call(client, "greet", request_id=2, inputResponses=malformed)
+    assert error_of(response)["message"] == (
+        "Invalid inputResponses['name']: an accepted elicitation's 'content' must be an object"
+    )
+    answered = call(client, "greet", request_id=3, inputResponses={"name": accept(name="Ada")})
+    assert text_of(answered) == "Hello, Ada!"
+    # Answers shaped as no input request's result are ignored, as unknown keys are.
+    unknown = {"name": "junk", "other": {"foo": 1}}
+    again = call(client, "greet", request_id=4, inputResponses=unknown).json()["result"]
+    assert again["resultType"] == "input_required"
 
 
 def test_an_answer_to_what_this_round_did_not_ask_is_not_handed_over() -> None:

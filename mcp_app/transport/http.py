@@ -558,8 +558,9 @@ class Endpoint:
         responses = req.params.get("inputResponses")
         if responses is not None and not isinstance(responses, dict):
             raise InvalidParams("inputResponses must be an object keyed by input request")
-        # Answers are to the requests a signed state names: with no state, none were asked.
-        asked: dict[str, str] = {}
+        # Answers are to the requests a signed state names; with no state (answers sent up
+        # front), each is taken as the kind of result it is shaped as.
+        asked: dict[str, str] | None = None
         forms: dict[str, Any] = {}
         if "requestState" in req.params:
             ctx.state, asked, forms = request_state.verified(

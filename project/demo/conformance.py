@@ -129,6 +129,10 @@ def _form(**fields: JSON) -> JSON:
 NAME_FORM = _form(name={"type": "string"})
 COLOR_FORM = _form(color={"type": "string"})
 CONFIRM_FORM = _form(ok={"type": "boolean"})
+#: The task fixtures' forms, which the suite answers alike whatever they ask ({"confirm": true},
+#: and {"name": ..., "confirm": true} to both of multi_input's questions).
+CONFIRM_DELETE_FORM = _form(confirm={"type": "boolean"})
+MAYBE_COLOR_FORM: JSON = {"type": "object", "properties": {"color": {"type": "string"}}}
 CONTEXT_FORM = _form(context={"type": "string"})
 
 USER_INFO_FORM: JSON = {
@@ -807,8 +811,8 @@ def _register_task_tools(server: Server) -> None:
         def work(task: RequestContext) -> Any:
             answer = _elicited(task.input_response("confirm"))
             if answer is None:
-                return input_required({"confirm": elicit("Delete the item?", CONFIRM_FORM)})
-            return "Deleted." if answer[0] == "accept" and answer[1].get("ok") else "Kept."
+                return input_required({"confirm": elicit("Delete the item?", CONFIRM_DELETE_FORM)})
+            return "Deleted." if answer[0] == "accept" and answer[1].get("confirm") else "Kept."
 
         return run_as_task(work)
 
@@ -820,14 +824,13 @@ def _register_task_tools(server: Server) -> None:
     )
     def multi_input(arguments: Arguments, context: RequestContext) -> Any:
         def work(task: RequestContext) -> Any:
-            # Any well-formed answer to each question will do; the fields may be others.
             name = _elicited(task.input_response("name"))
             color = _elicited(task.input_response("color"))
             if name is None or color is None:
                 return input_required(
                     {
                         "name": elicit("What is your name?", NAME_FORM),
-                        "color": elicit("What is your favourite color?", COLOR_FORM),
+                        "color": elicit("What is your favourite color?", MAYBE_COLOR_FORM),
                     }
                 )
             who = name[1].get("name") or "Someone"
