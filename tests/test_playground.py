@@ -393,6 +393,16 @@ def test_text_from_a_tool_is_escaped(staff: Client, scratch: Server, made: Any) 
     assert "&lt;b&gt;logged&lt;/b&gt;" in content
 
 
+def test_a_tool_that_runs_only_as_a_task_says_it_cannot_be_tried_here(
+    staff: Client, scratch: Server
+) -> None:
+    scratch.add_tool(lambda arguments, context: "x", name="later", task="required")
+    scratch.add_tool(lambda arguments, context: "x", name="either", task="optional")
+    said = "This tool runs only as a task, which the playground does not follow"
+    assert said in page(staff.get(tool_url("later", scratch.name)))
+    assert said not in page(staff.get(tool_url("either", scratch.name)))
+
+
 def test_text_of_a_prompt_is_escaped(staff: Client, scratch: Server) -> None:
     scratch.add_prompt(
         lambda arguments, context: mark_safe("<img src=x onerror=alert(1)>"), name="p"
