@@ -349,7 +349,10 @@ def test_a_listen_stream_the_server_ends_gets_its_final_result(monkeypatch: Any)
         "id": "listen-7",
         "result": {
             "resultType": "complete",
-            "_meta": {"io.modelcontextprotocol/subscriptionId": "listen-7"},
+            "_meta": {
+                "io.modelcontextprotocol/subscriptionId": "listen-7",
+                "io.modelcontextprotocol/serverInfo": server.options.server_info,
+            },
         },
     }
 
@@ -482,9 +485,9 @@ def test_a_listen_stream_ends_with_its_final_result_when_the_process_shuts_down(
     finally:
         shutting.join()
     data = [line[6:] for line in chunks[-1].decode().splitlines() if line.startswith("data: ")]
-    assert json.loads(data[0])["result"]["_meta"] == {
-        "io.modelcontextprotocol/subscriptionId": "listen-8"
-    }
+    meta = json.loads(data[0])["result"]["_meta"]
+    assert meta["io.modelcontextprotocol/subscriptionId"] == "listen-8"
+    assert meta["io.modelcontextprotocol/serverInfo"]["name"] == "django-mcp-app"
 
 
 @pytest.mark.django_db(transaction=True)
