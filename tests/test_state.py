@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import string
 import time
@@ -308,6 +309,17 @@ def test_input_responses_request_state_and_meta_are_not_part_of_the_digest() -> 
     assert state.params_digest(first_round) == state.params_digest(retry)
     assert state.params_digest(retry) == state.params_digest(PARAMS)
     assert state.params_digest({**PARAMS, "extra": 1}) != state.params_digest(PARAMS)
+
+
+def test_only_a_large_state_is_compressed_and_either_verifies() -> None:
+    small = sign(SECRET_STATE)
+    assert not small.startswith(".")  # Django marks a compressed payload with a leading dot
+    assert verify(small) == SECRET_STATE
+    large_state = {"notes": ["the same words again"] * 200}
+    large = sign(large_state)
+    assert large.startswith(".")
+    assert len(large) < len(json.dumps(large_state))
+    assert verify(large) == large_state
 
 
 @pytest.mark.parametrize("method", ["tools/call", "prompts/get"])
