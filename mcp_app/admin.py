@@ -29,6 +29,7 @@ from .models import (
     Task,
     Tool,
     ToolCall,
+    reads_problem,
 )
 
 JSON_FIELD = {"form_class": PrettyJSONField, "widget": JSONTextarea}
@@ -309,9 +310,38 @@ class PromptArgumentInline(admin.TabularInline):  # type: ignore[type-arg]
     formfield_overrides = {models.TextField: {"widget": forms.Textarea(attrs={"rows": 1})}}
 
 
+class MessageFormSet(forms.BaseInlineFormSet):  # type: ignore[type-arg]
+    """A prompt's messages, whose templates may read only the arguments of the prompt as the
+    arguments' formset (``arguments``, set by ``PromptAdmin``) holds them."""
+
+    arguments: Any = None
+
+    def clean(self) -> None:
+        super().clean()
+        arguments = self.arguments
+        if arguments is None or not arguments.is_valid():
+            return  # the arguments' own errors come first
+        names = [
+            form.cleaned_data["name"]
+            for form in arguments.forms
+            if form.cleaned_data.get("name") and not form.cleaned_data.get("DELETE")
+        ]
+        for form in self.forms:
+            if not getattr(form, "cleaned_data", None) or form.cleaned_data.get("DELETE"):
+                continue
+            for field in ("text", "resource_uri"):
+                source = form.cleaned_data.get(field)
+                problem = source and reads_problem(
+                    source, names, "the prompt's arguments do not give"
+                )
+                if problem:
+                    form.add_error(field, problem)
+
+
 class PromptMessageInline(admin.StackedInline):  # type: ignore[type-arg]
     model = PromptMessage
     form = RowForm
+    formset = MessageFormSet
     extra = 0
     fields = ("order", "role", "text", "resource_uri")
 
@@ -330,6 +360,14 @@ class PromptAdmin(DefinitionAdmin):
 
     def wire(self, obj: Prompt) -> dict[str, Any] | None:
         return rows.prompt_def(obj).wire if obj.enabled else None
+
+    def _create_formsets(self, request: HttpRequest, obj: Any, change: bool) -> Any:
+        formsets, inlines = super()._create_formsets(request, obj, change)  # type: ignore[misc]
+        by_model = {formset.model: formset for formset in formsets}
+        messages = by_model.get(PromptMessage)
+        if isinstance(messages, MessageFormSet):
+            messages.arguments = by_model.get(PromptArgument)
+        return formsets, inlines
 
     def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
         if formset.model is PromptArgument:

@@ -205,19 +205,27 @@ def _check_template(errors: Errors, field: str, source: str) -> None:
         _add(errors, field, problem)
 
 
-def _check_reads(errors: Errors, field: str, source: str, given: Sequence[str], giver: str) -> None:
-    """A template that reads a variable none of ``given`` is: it would always render empty."""
-    if not given or rows.template_error(source):
-        return
+def _check_reads(errors: Errors, field: str, source: str, given: Sequence[str], lack: str) -> None:
+    problem = reads_problem(source, given, lack)
+    if problem:
+        _add(errors, field, problem)
+
+
+def reads_problem(source: str, given: Sequence[str], lack: str) -> str | None:
+    """Why a template that reads a variable none of ``given`` is would always render it
+    empty (``lack`` says who does not give it), or ``None`` (also for a template that does
+    not compile, which says so elsewhere)."""
+    if rows.template_error(source):
+        return None
     reads = rows.template_reads(source)
     unknown = sorted(reads - set(given)) if reads is not None else []
-    if unknown:
-        _add(
-            errors,
-            field,
-            f"The template reads {', '.join(unknown)}, which {giver} does not give, so it would "
-            f"always be empty; it gives {', '.join(given)}.",
-        )
+    if not unknown:
+        return None
+    gives = f"it gives {', '.join(given)}" if given else "it gives none"
+    return (
+        f"The template reads {', '.join(unknown)}, which {lack}, so it would always be empty; "
+        f"{gives}."
+    )
 
 
 def _check_handler_config(errors: Errors, handler: str, kind: str, config: Any) -> None:
@@ -711,7 +719,8 @@ class ResourceTemplate(Definition):
             _add(errors, "text", "Give a template text, or choose a handler.")
         elif self.text:
             _check_template(errors, "text", self.text)
-            _check_reads(errors, "text", self.text, variables, "the URI template")
+            if variables:  # none: the URI template's own error
+                _check_reads(errors, "text", self.text, variables, "the URI template does not give")
             unreadable = [name for name in variables if not TEMPLATE_VARIABLE_RE.match(name)]
             if unreadable:
                 _add(

@@ -463,6 +463,27 @@ def test_bad_inline_input_saves_no_prompt(admin_client: Client) -> None:
     assert not PromptArgument.objects.exists()
 
 
+def test_a_message_reading_no_argument_of_the_prompt_is_a_form_error(
+    admin_client: Client,
+) -> None:
+    message = {"order": "0", "role": "user", "text": "About {{ topc }}", "resource_uri": ""}
+    response = admin_client.post(url("prompt"), prompt_data(messages=[message]))
+    assert inline_errors(response, "messages")[0]["text"] == [
+        "The template reads topc, which the prompt's arguments do not give, so it would always "
+        "be empty; it gives topic."
+    ]
+    assert not Prompt.objects.exists()
+    # Judged against the arguments as the same form holds them: one renamed there, one added.
+    renamed = {"order": "0", "name": "topc", "description": "", "title": "", "required": ""}
+    embed = {"order": "1", "role": "user", "text": "", "resource_uri": "notes://{{ topc }}"}
+    response = admin_client.post(url("prompt"), prompt_data([renamed], [message, embed]))
+    assert response.status_code == 302, inline_errors(response, "messages")
+    # No arguments at all: any variable is one no argument gives.
+    bare = prompt_data([], [{**message, "text": "Hello {{ you }}"}], name="hello")
+    response = admin_client.post(url("prompt"), bare)
+    assert "it gives none" in inline_errors(response, "messages")[0]["text"][0]
+
+
 def test_arguments_may_swap_names_or_take_a_deleted_ones(admin_client: Client) -> None:
     prompt = Prompt.objects.create(name="brief")
     a = PromptArgument.objects.create(prompt=prompt, name="a", order=0)
