@@ -196,22 +196,26 @@ def as_sent(message: Any) -> Any:
     """
     holder = [message]
     stack: list[tuple[Any, Any]] = [(holder, 0)]
-    copied: set[int] = set()
+    # Each container's copy, by the original's id: one met twice (or holding itself) is
+    # the same copy each time, so none is left with its text as it was.
+    copies: dict[int, Any] = {}
     while stack:
         parent, key = stack.pop()
         item = parent[key]
         if isinstance(item, str):
             if type(item) is not str:
                 parent[key] = str.__str__(item)
-        elif isinstance(item, dict | list | tuple) and id(item) not in copied:
-            # A value that holds itself is copied once, and left to dumps() to call out.
-            copied.add(id(item))
+        elif isinstance(item, dict | list | tuple):
+            if id(item) in copies:
+                parent[key] = copies[id(item)]
+                continue
             if isinstance(item, dict):
                 copy: Any = {plain_key(k): v for k, v in item.items()}
                 stack.extend((copy, k) for k in copy)
             else:
                 copy = list(item)
                 stack.extend((copy, index) for index in range(len(copy)))
+            copies[id(item)] = copy
             parent[key] = copy
     return holder[0]
 

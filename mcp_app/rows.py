@@ -642,6 +642,8 @@ def template_reads(source: str) -> set[str] | None:
     def expression(found: Any, own: bool = True) -> None:
         # own: whether the expression's own variable is read from the values (a {% filter %}
         # applies its filters to what it wraps).
+        if isinstance(found, _Checked):  # a guarded tag's expression ({% for %}'s sequence)
+            found = found.expression
         if not isinstance(found, FilterExpression):
             return
         if own and isinstance(found.var, Variable) and found.var.lookups:

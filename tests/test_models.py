@@ -307,6 +307,11 @@ def test_resource_uri_unique_per_server() -> None:
             "The template reads on, subject, when, which the URI template does not give, so it "
             "would always be empty; it gives topic.",
         ),
+        (
+            {"text": "{% for word in words %}{{ word }}{% endfor %}"},
+            "text",
+            "The template reads words, which the URI template does not give",
+        ),
     ],
 )
 def test_template_validation_names_the_field(fields: dict[str, Any], field: str, text: str) -> None:

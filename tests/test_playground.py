@@ -383,7 +383,8 @@ def test_an_iserror_result_is_marked(staff: Client) -> None:
 def test_text_from_a_tool_is_escaped(staff: Client, scratch: Server, made: Any) -> None:
     def loud(arguments: dict[str, Any], context: Any) -> Any:
         context.log("info", made("<b>logged</b>"))
-        return text(made("<script>alert(1)</script>"))
+        block = {"type": "text", "text": made("<script>alert(1)</script>")}
+        return {"content": [block, block]}  # one object met twice
 
     scratch.add_tool(loud, name="loud")
     content = page(run(staff, tool_url("loud", scratch.name), log_level="info"))
