@@ -152,7 +152,8 @@ def revision_problem(requests: Mapping[str, JSON], version: str) -> str | None:
             return f"The client's protocol revision ({version}) has no URL elicitation"
         fields = (form_schema(request) or {}).get("properties")
         for name, spec in (fields if isinstance(fields, dict) else {}).items():
-            if isinstance(spec, dict) and spec.get("type") == "array":
+            kind = spec.get("type") if isinstance(spec, dict) else None
+            if kind == "array" or (isinstance(kind, list) and "array" in kind):
                 return (
                     f"The form's field {name!r} is a multi-select list, which the client's "
                     f"protocol revision ({version}) has no words for"
@@ -176,14 +177,33 @@ def input_required(requests: Mapping[str, JSON] | None = None, state: Any = None
             )
         form = form_schema(request)
         if form is not None:
-            try:
-                check_schema(form)
-            except SchemaError as exc:
-                raise ValueError(f"input request {key!r} asks for a form whose {exc}") from None
+            requests[key] = _with_form(request, _plain_form(key, form))
     if not requests and state is None:
         raise ValueError("input_required() needs at least one request or a state")
     _check_state(state)
     return InputRequired(requests, state)
+
+
+def _plain_form(key: str, form: JSON) -> JSON:
+    """``form`` as the JSON sent (lazy text, decimals, enums written as the wire writes
+    them), checked as the object schema of a form: what the answer is checked against."""
+    from .transport.sse import WireJSONEncoder
+
+    try:
+        plain: JSON = json.loads(json.dumps(form, cls=WireJSONEncoder))
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise ValueError(f"input request {key!r} asks for a form that is not JSON: {exc}") from None
+    if plain.get("type") != "object":
+        raise ValueError(f"input request {key!r} asks for a form whose schema is not of an object")
+    try:
+        check_schema(plain)
+    except SchemaError as exc:
+        raise ValueError(f"input request {key!r} asks for a form whose {exc}") from None
+    return plain
+
+
+def _with_form(request: JSON, form: JSON) -> JSON:
+    return {**request, "params": {**request["params"], "requestedSchema": form}}
 
 
 def _check_state(state: Any) -> None:

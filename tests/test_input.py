@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import datetime
+import decimal
+import enum
 from typing import Any
 
 import pytest
+from django.utils.translation import gettext_lazy
 
 from mcp_app import elicit, elicit_url, input_required, roots, sample
-from mcp_app.input import InputRequired, checked_answers, expected, kept_answer
+from mcp_app.input import (
+    InputRequired,
+    checked_answers,
+    expected,
+    kept_answer,
+    revision_problem,
+)
 
 NAME_FORM = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 WEATHER_TOOL = {
@@ -376,6 +385,45 @@ def test_input_required_refuses_state_that_json_would_not_give_back(state: Any) 
     # Each would come back changed, or not at all, on 2026-07-28 and unchanged in a session.
     with pytest.raises(ValueError, match="state must be JSON"):
         input_required({"name": elicit("Name?")}, state=state)
+
+
+class Colour(enum.Enum):
+    RED = "red"
+
+
+def test_a_forms_lazy_text_and_enums_are_sent_and_kept_as_the_wire_writes_them() -> None:
+    form = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "title": gettext_lazy("Your name")},
+            "colour": {"type": "string", "enum": [Colour.RED]},
+        },
+    }
+    asked = input_required({"who": elicit("Who?", form)})
+    sent = asked.requests["who"]["params"]["requestedSchema"]
+    assert sent["properties"] == {
+        "name": {"type": "string", "title": "Your name"},
+        "colour": {"type": "string", "enum": ["red"]},
+    }
+    # A decimal is written as text, which no schema keyword takes for a number.
+    form["properties"] = {"n": {"type": "number", "maximum": decimal.Decimal("3.5")}}
+    with pytest.raises(ValueError, match="expected number, got string"):
+        input_required({"n": elicit("N?", form)})
+    assert type(sent["properties"]["name"]["title"]) is str
+    assert expected(asked.requests)[1] == {"who": sent}
+
+
+def test_input_required_refuses_a_form_that_is_not_of_an_object() -> None:
+    with pytest.raises(ValueError, match="a form whose schema is not of an object"):
+        input_required({"n": elicit("N?", {"type": "string"})})
+
+
+@pytest.mark.parametrize("kind", ["array", ["array", "null"]])
+def test_a_multi_select_field_is_beyond_2025_06_18(kind: Any) -> None:
+    picked = {"type": kind, "items": {"type": "string", "enum": ["a"]}}
+    asked = input_required({"pick": elicit("Which?", {"properties": {"picked": picked}})})
+    assert "multi-select" in (revision_problem(asked.requests, "2025-06-18") or "")
+    assert revision_problem(asked.requests, "2025-11-25") is None
 
 
 def test_input_required_refuses_a_form_whose_schema_is_no_schema() -> None:

@@ -335,6 +335,20 @@ def test_arguments_left_out_null_or_empty_are_the_same_arguments(
     assert refused(token, method=method, params=other).message == OTHER_ARGUMENTS
 
 
+def test_a_state_signed_before_states_carried_their_time_keeps_its_binding() -> None:
+    # As the previous version signed it: no "i", the arguments' digest as they were sent.
+    sent = {"name": "book-flight"}
+    payload = {
+        "s": SECRET_STATE,
+        "t": "default:tools/call:book-flight",
+        "d": state.params_digest(sent),
+        "c": ANON,
+    }
+    token = signing.dumps(payload, salt=state.SALT, compress=True)
+    assert verify(token, params=sent) == SECRET_STATE
+    assert refused(token, params={**sent, "arguments": {"a": 1}}).message == OTHER_ARGUMENTS
+
+
 def test_a_resource_read_has_no_arguments_to_leave_out() -> None:
     token = sign(SECRET_STATE, method="resources/read", params={"uri": "a://b"})
     with_arguments = {"uri": "a://b", "arguments": {}}
