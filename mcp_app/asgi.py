@@ -48,6 +48,7 @@ from .transport.bare import BareHooks, endpoint, log_status, reply_parts, unread
 from .transport.http import Reply
 from .transport.views import (
     DRAIN_BYTES,
+    DRAIN_SECONDS,
     Answer,
     ClientGone,
     InvalidLength,
@@ -182,7 +183,7 @@ async def _serve(
         return
     except (_TooLarge, InvalidLength) as exc:
         refusal = too_large() if isinstance(exc, _TooLarge) else invalid_length()
-        if not (isinstance(exc, _TooLarge) and await _drained(client, exc.left)):
+        if not (isinstance(exc, _TooLarge) and await _drained(client, exc.left, request)):
             # Refused before the body was read to its end: the connection cannot be reused.
             refusal.headers["Connection"] = "close"
         await _send_reply(refusal, send, request)
@@ -215,24 +216,35 @@ class _Client:
                 self.left = True
 
 
-async def _drained(client: _Client, left: int | None) -> bool:
+async def _drained(client: _Client, left: int | None, request: ASGIRequest) -> bool:
     """Read and drop the rest of a refused body (``left``: its declared bytes not yet read,
-    ``None`` if unknown), up to ``DRAIN_BYTES``; whether it was read to its end, so that the
-    client reads the refusal and may send its next request on the connection."""
+    ``None`` if unknown), up to ``DRAIN_BYTES`` and ``DRAIN_SECONDS``; whether it was read to
+    its end, so that the client reads the refusal and may send its next request on the
+    connection."""
     if left == 0:
         return True  # received whole
     if left is not None and left > DRAIN_BYTES:
         return False
-    budget = DRAIN_BYTES
-    while budget > 0:
-        message = await client.receive()
-        if message["type"] == "http.disconnect":
-            client.left = True
-            return False
-        budget -= len(message.get("body", b""))
-        if not message.get("more_body", False):
-            return True
-    return False
+    if request.META.get("HTTP_EXPECT", "").lower() == "100-continue":
+        # Reading would have the server invite the upload it refuses: not sent, not read.
+        return False
+
+    async def drain() -> bool:
+        budget = DRAIN_BYTES
+        while budget > 0:
+            message = await client.receive()
+            if message["type"] == "http.disconnect":
+                client.left = True
+                return False
+            budget -= len(message.get("body", b""))
+            if not message.get("more_body", False):
+                return True
+        return False
+
+    try:
+        return await asyncio.wait_for(drain(), DRAIN_SECONDS)
+    except TimeoutError:
+        return False  # a client that stopped sending: the connection ends
 
 
 async def _answer(

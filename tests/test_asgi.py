@@ -45,6 +45,7 @@ from rest_framework.exceptions import APIException
 from rest_framework.permissions import BasePermission
 
 import mcp_app
+import mcp_app.asgi
 import mcp_app.wsgi
 from mcp_app.asgi import Route, route
 from mcp_app.conf import conf
@@ -679,6 +680,43 @@ def test_a_body_declared_larger_than_can_be_drained_is_refused_unread(app: Route
     assert done.status == 413
     assert done.reads == 0
     assert done.headers["connection"] == "close"
+
+
+def test_a_refused_body_the_client_would_send_only_if_invited_is_not_read(
+    app: Route, mcp: Any
+) -> None:
+    # Reading it would have the server send 100 Continue: an invitation to upload it.
+    mcp(MAX_BODY_BYTES=1000)
+    headers = {"Content-Type": "application/json", "Expect": "100-continue"}
+    done = exchange(app, body=b"x" * 5000, headers=headers)
+    assert done.status == 413
+    assert done.reads == 0
+    assert done.headers["connection"] == "close"
+
+
+def test_a_refused_body_that_stops_coming_is_waited_for_only_so_long(
+    app: Route, mcp: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mcp(MAX_BODY_BYTES=1000)
+    monkeypatch.setattr(mcp_app.asgi, "DRAIN_SECONDS", 0.2)
+    sent: list[JSON] = []
+
+    async def receive() -> JSON:
+        if not sent and not getattr(receive, "read", False):
+            receive.read = True  # type: ignore[attr-defined]
+            return {"type": "http.request", "body": b"x" * 600, "more_body": True}
+        await asyncio.Event().wait()  # the client sends no more, and stays
+        raise AssertionError
+
+    async def send(message: JSON) -> None:
+        sent.append(message)
+
+    headers = {"Content-Type": "application/json", "Content-Length": "5000"}
+    started = time.monotonic()
+    asyncio.run(asyncio.wait_for(app(scope("POST", "/mcp", headers), receive, send), WAIT))
+    assert time.monotonic() - started < WAIT
+    assert sent[0]["status"] == 413
+    assert (b"connection", b"close") in sent[0]["headers"]
 
 
 @pytest.mark.parametrize("length", ["abc", "-5", "1e3", "\u00b2"])

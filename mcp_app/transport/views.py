@@ -110,6 +110,8 @@ def declared_length(request: HttpRequest) -> int:
 #: closes a connection holding unread bytes resets it, and the client may never read the
 #: answer (RFC 9112, 9.6); one that keeps it open reads them as the next request.
 DRAIN_BYTES = 16 * 1024 * 1024
+#: Longest the lean ASGI route waits for the rest of a refused body.
+DRAIN_SECONDS = 5.0
 
 
 def drain(request: HttpRequest) -> None:
