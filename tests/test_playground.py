@@ -404,6 +404,22 @@ def test_a_tool_that_runs_only_as_a_task_says_it_cannot_be_tried_here(
     assert said not in page(staff.get(tool_url("either", scratch.name)))
 
 
+def test_a_code_definitions_safe_string_title_and_description_are_escaped(
+    staff: Client, scratch: Server
+) -> None:
+    scratch.add_tool(
+        lambda arguments, context: "x",
+        name="fancy",
+        title=mark_safe("<i>Fancy</i>"),
+        description=mark_safe("<img src=x onerror=alert(1)> & more"),
+    )
+    for url in (f"{BASE}{scratch.name}/", tool_url("fancy", scratch.name)):
+        content = page(staff.get(url))
+        assert "<img src=x" not in content and "<i>Fancy</i>" not in content
+        assert "&lt;img src=x onerror=alert(1)&gt; &amp; more" in content
+        assert "&lt;i&gt;Fancy&lt;/i&gt;" in content
+
+
 def test_text_of_a_prompt_is_escaped(staff: Client, scratch: Server) -> None:
     scratch.add_prompt(
         lambda arguments, context: mark_safe("<img src=x onerror=alert(1)>"), name="p"
