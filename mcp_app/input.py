@@ -232,9 +232,10 @@ def form_schema(request: Mapping[str, Any]) -> JSON | None:
 def expected(requests: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, JSON]]:
     """What the answers to ``requests`` are checked against: the method of each, and the
     schema of each form, by key."""
-    methods = {key: str((request or {}).get("method")) for key, request in requests.items()}
-    forms = {}
+    methods: dict[str, str] = {}
+    forms: dict[str, JSON] = {}
     for key, request in requests.items():
+        methods[key] = str((request or {}).get("method"))
         form = form_schema(request or {})
         if form is not None:
             forms[key] = form

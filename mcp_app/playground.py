@@ -210,7 +210,9 @@ def as_sent(message: Any) -> Any:
                 parent[key] = copies[id(item)]
                 continue
             if isinstance(item, dict):
-                copy: Any = {plain_key(k): v for k, v in item.items()}
+                copy: Any = {
+                    str.__str__(k) if isinstance(k, str) else k: v for k, v in item.items()
+                }
                 stack.extend((copy, k) for k in copy)
             else:
                 copy = list(item)
@@ -218,10 +220,6 @@ def as_sent(message: Any) -> Any:
             copies[id(item)] = copy
             parent[key] = copy
     return holder[0]
-
-
-def plain_key(key: Any) -> Any:
-    return str.__str__(key) if isinstance(key, str) else key
 
 
 # -- JSON as a page shows it, and as a person types it ---------------------------------------

@@ -637,7 +637,7 @@ def template_reads(source: str) -> set[str] | None:
     )
 
     read: set[str] = set()
-    bound: set[str] = {"forloop"}
+    bound: set[str | None] = {"forloop"}
 
     def expression(found: Any, own: bool = True) -> None:
         # own: whether the expression's own variable is read from the values (a {% filter %}
@@ -680,15 +680,19 @@ def template_reads(source: str) -> set[str] | None:
                 expression(value)
             bound.update(node.extra_context)
             stack.extend(node.nodelist)
-        elif isinstance(node, FirstOfNode | CycleNode):
-            for value in node.vars if isinstance(node, FirstOfNode) else node.cyclevars:
+        elif isinstance(node, FirstOfNode):
+            for value in node.vars:
                 expression(value)
-            bound.add(getattr(node, "asvar", None) or getattr(node, "variable_name", None) or "")
+            bound.add(node.asvar)
+        elif isinstance(node, CycleNode):
+            for value in node.cyclevars:
+                expression(value)
+            bound.add(node.variable_name)
         elif isinstance(node, FilterNode | SpacelessNode | AutoEscapeControlNode):
             expression(getattr(node, "filter_expr", None), own=False)
             stack.extend(node.nodelist)
         elif isinstance(node, NowNode):
-            bound.add(node.asvar or "")
+            bound.add(node.asvar)
         elif not isinstance(
             node, TextNode | CommentNode | LoadNode | TemplateTagNode | VerbatimNode
         ):
