@@ -28,12 +28,21 @@ from typing import TYPE_CHECKING, Any, cast
 
 from django.core.exceptions import BadRequest
 from django.core.handlers.wsgi import WSGIRequest, get_path_info
+from django.db import close_old_connections
 from django.http import HttpRequest
 from django.http.response import HttpResponseBase
 from django.urls import ResolverMatch, set_script_prefix
 
 from .transport import sse
-from .transport.bare import HOOKS, endpoint, log_status, reason, reply_parts, unreadable
+from .transport.bare import (
+    BareHooks,
+    endpoint,
+    log_reply,
+    log_status,
+    reason,
+    reply_parts,
+    unreadable,
+)
 from .transport.http import Reply
 from .transport.views import endpoint_reply, failure, sync_answer
 
@@ -76,7 +85,7 @@ def _serve(
         request = WSGIRequest(environ)
     except (ValueError, BadRequest) as exc:  # Django 6 raises BadRequest for a Content-Type
         log_status(400, None, get_path_info(environ))
-        return _send_reply(unreadable(exc), start_response)
+        return _send_reply(unreadable(exc), start_response, None)
     # As Django's handler does, so reverse() in a handler honours the script name (which
     # the request worked out); set on every request, since the thread may have served
     # another site's prefix before.
@@ -84,26 +93,37 @@ def _serve(
     request.resolver_match = match
     answer = _answer(server, request)
     if isinstance(answer, HttpResponseBase):
-        return _send_response(answer, start_response)
+        return _send_response(answer, start_response, request)
     if isinstance(answer, Reply):
-        return _send_reply(answer, start_response)
+        return _send_reply(answer, start_response, request)
     start_response("200 OK", _SSE_HEADERS)
-    return _Stream(answer, request)
+    return _Sent(answer, request)
+
+
+class _Hooks(BareHooks):
+    """``BareHooks``, but the request's stale connections are let go of once its answer is
+    sent (``_Sent.close``), not before."""
+
+    def end(self, request: HttpRequest, reply: Reply | None) -> None:
+        log_reply(request, reply)
+
+
+_HOOKS = _Hooks()
 
 
 def _answer(server: Server, request: HttpRequest) -> HttpResponseBase | Reply | Iterator[bytes]:
     """The request's answer, with the route's hooks around its work; a failure reported."""
     reply = None
     try:
-        HOOKS.begin(request)
+        _HOOKS.begin(request)
         try:
-            refused = HOOKS.refusal(request)
+            refused = _HOOKS.refusal(request)
             if refused is not None:
                 return refused
-            reply = endpoint_reply(server, request, HOOKS)
+            reply = endpoint_reply(server, request, _HOOKS)
             answer = sync_answer(reply)
         finally:
-            HOOKS.end(request, reply)
+            _HOOKS.end(request, reply)
     except Exception as exc:
         return failure(exc, request)
     if isinstance(answer, Reply) and reply.call is not None and answer.status >= 400:
@@ -112,50 +132,64 @@ def _answer(server: Server, request: HttpRequest) -> HttpResponseBase | Reply | 
     return answer
 
 
-def _send_reply(reply: Reply, start_response: StartResponse) -> list[bytes]:
+def _send_reply(reply: Reply, start_response: StartResponse, request: HttpRequest | None) -> _Sent:
     """A JSON reply, encoded as ``to_response`` encodes it, without building a response."""
     headers, content = reply_parts(reply)
     start_response(f"{reply.status} {reason(reply.status)}", headers)
-    return [content]
+    return _Sent([content], request)
 
 
-def _send_response(response: HttpResponseBase, start_response: StartResponse) -> Iterable[bytes]:
+def _send_response(
+    response: HttpResponseBase, start_response: StartResponse, request: HttpRequest
+) -> _Sent:
     headers = list(response.items())
     headers += [("Set-Cookie", cookie.output(header="")) for cookie in response.cookies.values()]
     status = f"{response.status_code} {response.reason_phrase}"
     if response.streaming:
         start_response(status, headers)
-        return cast(Iterable[bytes], response)  # which the server closes
+        return _Sent(cast(Iterable[bytes], response), request)
     content = response.content  # type: ignore[attr-defined]
     if not response.has_header("Content-Length"):
         headers.append(("Content-Length", str(len(content))))
     start_response(status, headers)
-    return [content]
+    return _Sent([content], request)
 
 
-class _Stream:
-    """An event stream's chunks, for the WSGI server to iterate and then close: closing ends
-    the stream (a call's, which cancels it; a listen stream's, which lets go of the thread's
-    database connections as it ends).
+class _Sent:
+    """An answer's body, for the WSGI server to send and then close.
+
+    Closing ends a stream (a call's, which cancels it; a listen stream's, which lets go of
+    the thread's database connections as it ends), then lets go of the request's stale
+    connections, as Django's ``request_finished`` does from its response's ``close()``: once
+    the answer is on its way, not before it. (Under gunicorn's sync worker that also fills
+    the time it would otherwise sleep waiting for the client to close the connection.)
 
     A failure while streaming is logged as the ASGI route logs it; the status is sent, so
     the server can only cut the stream short.
     """
 
-    def __init__(self, chunks: Iterator[bytes], request: HttpRequest) -> None:
-        self.chunks = chunks
+    def __init__(self, body: Iterable[bytes], request: HttpRequest | None) -> None:
+        self.body = body
         self.request = request
 
     def __iter__(self) -> Iterator[bytes]:
+        if isinstance(self.body, list):
+            return iter(self.body)
+        return self._streamed()
+
+    def _streamed(self) -> Iterator[bytes]:
         try:
-            yield from self.chunks
+            yield from self.body
         except Exception:
-            logger.exception(
-                "Error streaming %s", self.request.path, extra={"request": self.request}
-            )
+            request = self.request
+            path = request.path if request is not None else ""
+            logger.exception("Error streaming %s", path, extra={"request": request})
             raise
 
     def close(self) -> None:
-        close = getattr(self.chunks, "close", None)
-        if close is not None:
-            close()
+        try:
+            close = getattr(self.body, "close", None)
+            if close is not None:
+                close()
+        finally:
+            close_old_connections()

@@ -19,7 +19,7 @@ from django.utils.translation import trans_real
 from django.views.decorators.cache import cache_page
 
 import mcp_app
-from mcp_app.transport.bare import HOOKS, endpoint, log_status
+from mcp_app.transport.bare import BareHooks, endpoint, log_status
 from mcp_app.transport.http import Reply
 
 
@@ -53,10 +53,11 @@ def test_the_hooks_log_a_refusal_but_leave_a_calls_answer_to_its_sender(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     request: Any = RequestFactory().post("/mcp")
+    hooks = BareHooks()
     with caplog.at_level(logging.WARNING, logger="django.request"):
-        HOOKS.end(request, Reply(403))
-        HOOKS.end(request, Reply(400, call=object()))  # type: ignore[arg-type]
-        HOOKS.end(request, Reply(200))
+        hooks.end(request, Reply(403))
+        hooks.end(request, Reply(400, call=object()))  # type: ignore[arg-type]
+        hooks.end(request, Reply(200))
     assert [r.getMessage() for r in caplog.records if r.name == "django.request"] == [
         "Forbidden: /mcp"
     ]
@@ -120,7 +121,7 @@ def test_a_language_and_time_zone_left_on_the_thread_are_undone(
         # A fresh thread: nothing is left on it but what this request's site activated.
         translation.activate("fr")
         timezone.activate("Asia/Tokyo")
-        HOOKS.site_defaults()
+        BareHooks().site_defaults()
         seen.append((translation.get_language(), timezone.get_current_timezone_name()))
 
     thread = threading.Thread(target=serve)

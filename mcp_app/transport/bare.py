@@ -33,7 +33,15 @@ from .workers import holds_data
 if TYPE_CHECKING:
     from ..server import Server
 
-__all__ = ["HOOKS", "BareHooks", "endpoint", "log_status", "reason", "reply_parts", "unreadable"]
+__all__ = [
+    "BareHooks",
+    "endpoint",
+    "log_reply",
+    "log_status",
+    "reason",
+    "reply_parts",
+    "unreadable",
+]
 
 
 def endpoint(path_info: str) -> tuple[Server, ResolverMatch] | None:
@@ -109,14 +117,16 @@ class BareHooks(Hooks):
 
     def end(self, request: HttpRequest, reply: Reply | None) -> None:
         try:
-            # A call's plain answer is logged as it is sent: its status is known only then.
-            if reply is not None and reply.call is None and reply.status >= 400:
-                log_status(reply.status, request)
+            log_reply(request, reply)
         finally:
             close_old_connections()
 
 
-HOOKS = BareHooks()
+def log_reply(request: HttpRequest, reply: Reply | None) -> None:
+    """A 4xx or 5xx ``reply`` in the ``django.request`` log, unless it is a call's (whose
+    plain answer is logged as it is sent: its status is known only then)."""
+    if reply is not None and reply.call is None and reply.status >= 400:
+        log_status(reply.status, request)
 
 
 def unreadable(exc: Exception) -> Reply:
