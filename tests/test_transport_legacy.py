@@ -308,13 +308,19 @@ class LegacySession:
         return reader
 
     def call_streaming(
-        self, tool: str, arguments: JSON | None = None, request_id: Any = 1, drop_after: int = 0
+        self,
+        tool: str,
+        arguments: JSON | None = None,
+        request_id: Any = 1,
+        drop_after: int = 0,
+        method: str = "tools/call",
     ) -> Any:
-        """Call a tool from a background thread; its events come through the reader."""
+        """Call a tool (or get a prompt) from a background thread; its events come through
+        the reader."""
         body = {
             "jsonrpc": "2.0",
             "id": request_id,
-            "method": "tools/call",
+            "method": method,
             "params": {"name": tool, "arguments": arguments or {}},
         }
         return self.open(StreamReader("POST", self.headers(), body, drop_after))
@@ -1380,12 +1386,43 @@ def test_client_with_form_only_cannot_get_a_url_elicitation(
     assert result["isError"] is True and "elicitation" in result["content"][0]["text"]
 
 
-def test_prompt_needing_input_without_the_capability_is_an_error_response(
-    session: LegacySession,
+@pytest.mark.parametrize(
+    ("version", "declared", "message"),
+    [
+        (LATEST, {}, "The client does not support elicitation, which this request needs"),
+        (
+            "2025-03-26",
+            {"elicitation": {}},
+            "The client's protocol revision (2025-03-26) has no elicitation",
+        ),
+    ],
+)
+def test_prompt_needing_input_the_client_cannot_give_is_a_missing_capability(
+    connect: Callable[..., LegacySession], version: str, declared: JSON, message: str
 ) -> None:
+    # As on 2026-07-28: -32021, naming what the client would need.
+    session = connect(version, declared)
     response = session.request("prompts/get", {"name": "test_input_required_result_prompt"})
-    error = response.json()["error"]
-    assert "elicitation" in error["message"]
+    assert response.json()["error"] == {
+        "code": -32021,
+        "message": message,
+        "data": {"requiredCapabilities": {"elicitation": {}}},
+    }
+
+
+def test_a_malformed_answer_to_a_prompts_question_is_invalid_params(
+    connect: Callable[..., LegacySession],
+) -> None:
+    session = connect(LATEST, {"elicitation": {}})
+    name = "test_input_required_result_prompt"
+    reader = session.call_streaming(name, request_id=16, method="prompts/get")
+    request = reader.next_message()
+    malformed = {"action": "accept", "content": {"context": ["not", "text"]}}
+    answered = session.post({"jsonrpc": "2.0", "id": request["id"], "result": malformed})
+    assert answered.status_code == 202
+    error = reader.next_message()["error"]
+    assert error["code"] == -32602
+    assert error["message"].startswith("The client's answer to elicitation/create is malformed: ")
 
 
 def test_unanswered_request_times_out_as_an_error_result(

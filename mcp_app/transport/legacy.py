@@ -36,6 +36,7 @@ from ..protocol.jsonrpc import (
     InvalidParams,
     InvalidRequest,
     MethodNotFound,
+    MissingClientCapability,
     ProtocolError,
     ResourceNotFound,
 )
@@ -52,6 +53,8 @@ if TYPE_CHECKING:
 
 JSON = dict[str, Any]
 MAX_ROUNDS = 25
+#: Why a request ends when its client did not answer what it was asked.
+_NO_ANSWER = "The client did not answer in time"
 
 
 def is_legacy(message: Any, headers: Any) -> bool:
@@ -733,7 +736,8 @@ class LegacyEndpoint:
         started = time.perf_counter()
         rounds = 0
         try:
-            message = self.failed(request_id, method, f"Gave up after {MAX_ROUNDS} rounds of input")
+            gave_up = InternalError(f"Gave up after {MAX_ROUNDS} rounds of input")
+            message = self.failed(request_id, method, gave_up)
             for rounds in range(MAX_ROUNDS + 1):
                 outcome = self.endpoint.dispatch(method, params, ctx, catalog)
                 # A session's client never follows tasks: their work is done in the call.
@@ -768,15 +772,18 @@ class LegacyEndpoint:
         ctx: RequestContext,
         session: sessions.SessionData,
         inbox: queue.Queue[JSON],
-    ) -> str | None:
-        """Send the input requests to the client and wait for every answer; a failure's text."""
+    ) -> ProtocolError | None:
+        """Send the input requests to the client and wait for every answer; a failure, as the
+        error a request other than a tool call is answered with."""
         from .http import one_at_a_time
 
         if not ctx.interactive:
-            return "Input cannot be asked for inside a batch; send the request on its own"
+            return InvalidRequest(
+                "Input cannot be asked for inside a batch; send the request on its own"
+            )
         if one_at_a_time(ctx.request):
             # The answer would come in a request of its own, which waits behind this one.
-            return (
+            return InternalError(
                 "Input cannot be asked for: this server answers one request at a time, so the "
                 "client's answer could not reach it"
             )
@@ -786,7 +793,9 @@ class LegacyEndpoint:
         missing = outcome.required_capabilities(session.capabilities, session.protocol_version)
         if missing:
             names = jsonrpc.capability_names(missing)
-            return f"The client does not support {names}, which this request needs"
+            return MissingClientCapability(
+                missing, f"The client does not support {names}, which this request needs"
+            )
         pending: dict[str, tuple[str, str, JSON | None]] = {}
         for key, request in outcome.requests.items():
             request_id = f"{ctx.method}-{uuid.uuid4().hex[:16]}"
@@ -798,7 +807,7 @@ class LegacyEndpoint:
         if failure is not None:
             # The client may still be asking its user: tell it the answer is no longer wanted.
             for request_id in pending:
-                cancelled = {"requestId": request_id, "reason": failure}
+                cancelled = {"requestId": request_id, "reason": failure.message}
                 ctx.emit(jsonrpc.notification("notifications/cancelled", cancelled))
             return failure
         ctx.state = outcome.state
@@ -809,34 +818,36 @@ class LegacyEndpoint:
         ctx: RequestContext,
         pending: dict[str, tuple[str, str, JSON | None]],
         inbox: queue.Queue[JSON],
-    ) -> str | None:
+    ) -> ProtocolError | None:
         """Wait for the answer to each ``pending`` request (its key, method and form's
-        schema, by request id; each taken out as it comes); a failure's text, or ``None``
-        once ``ctx.input_responses`` has every answer."""
+        schema, by request id; each taken out as it comes); a failure, or ``None`` once
+        ``ctx.input_responses`` has every answer."""
         answers: JSON = {}
         deadline = time.monotonic() + conf.INPUT_TIMEOUT_SECONDS
         _let_go_of_connections()
         while pending:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                return "The client did not answer in time"
+                return InternalError(_NO_ANSWER)
             try:
                 reply = inbox.get(timeout=remaining)
             except queue.Empty:
-                return "The client did not answer in time"
+                return InternalError(_NO_ANSWER)
             if ctx.is_cancelled:
-                return "The request was cancelled"
+                return InternalError("The request was cancelled")
             reply_id = str(reply.get("id"))
             if reply_id not in pending:
                 continue
             key, method, form = pending.pop(reply_id)
             if "error" in reply:
                 error = reply.get("error") or {}
-                return f"The client refused the request: {error.get('message', 'error')}"
+                return InternalError(
+                    f"The client refused the request: {error.get('message', 'error')}"
+                )
             try:
                 answers[key] = kept_answer(method, reply.get("result"), form)
             except ValueError as exc:
-                return f"The client's answer to {method} is malformed: {exc}"
+                return InvalidParams(f"The client's answer to {method} is malformed: {exc}")
         ctx.input_responses = answers
         return None
 
@@ -850,8 +861,9 @@ class LegacyEndpoint:
                 params.setdefault("elicitationId", uuid.uuid4().hex)
         return params
 
-    def failed(self, request_id: Any, method: str, text: str) -> JSON:
+    def failed(self, request_id: Any, method: str, error: ProtocolError) -> JSON:
+        """A request that could not get its input: a tool's error result, else ``error``."""
         if method == "tools/call":
-            result = {"content": [{"type": "text", "text": text}], "isError": True}
+            result = {"content": [{"type": "text", "text": error.message}], "isError": True}
             return jsonrpc.result_response(request_id, result)
-        return jsonrpc.error_response(request_id, InternalError(text))
+        return jsonrpc.error_response(request_id, error)
