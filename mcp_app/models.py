@@ -471,6 +471,17 @@ class Tool(Definition):
                     "The code tool declares no output schema, so its results carry no "
                     "structured content for one to describe: every call would fail.",
                 )
+            if code is not None and isinstance(self.input_schema, dict):
+                # Arguments must pass the code's schema as well as this one.
+                names = ("the code tool's schema", "this one")
+                clashes = schema_module.incompatible(code.input_schema, self.input_schema, names)
+                if clashes:
+                    _add(
+                        errors,
+                        "input_schema",
+                        "No arguments could pass both this schema and the code tool's, so "
+                        f"every call would fail: {'; '.join(clashes)}.",
+                    )
             return
         if not self.handler:
             _add(errors, "handler", "Choose what runs when the tool is called.")

@@ -29,6 +29,7 @@ __all__ = [
     "Validator",
     "check_schema",
     "format_problems",
+    "incompatible",
     "is_valid_schema",
     "validate",
 ]
@@ -233,6 +234,58 @@ def format_problems(
     if len(problems) > limit:
         text += f"; and {len(problems) - limit} more"
     return text
+
+
+def incompatible(
+    first: Schema, second: Schema, names: tuple[str, str] = ("the first", "the second")
+) -> list[str]:
+    """Why no object could pass both object schemas, as far as their properties show: a
+    property whose declared types do not meet, or a name one requires and the other's
+    ``additionalProperties: false`` refuses. Empty when neither is shown (which does not
+    prove that an object passes both). ``names`` name the two schemas in the reasons."""
+    if not isinstance(first, Mapping) or not isinstance(second, Mapping):
+        return []
+    found = []
+    shown = (_properties(first), _properties(second))
+    for name in sorted(set(shown[0]) & set(shown[1])):
+        one, other = _declared_types(shown[0][name]), _declared_types(shown[1][name])
+        if one is not None and other is not None and not _types_meet(one, other):
+            found.append(
+                f"{name!r} is {' or '.join(sorted(one))} in {names[0]} and "
+                f"{' or '.join(sorted(other))} in {names[1]}"
+            )
+    for requiring, refusing, (by, not_by) in ((first, second, names), (second, first, names[::-1])):
+        if refusing.get("additionalProperties") is not False or "patternProperties" in refusing:
+            continue
+        allowed = _properties(refusing)
+        required = requiring.get("required")
+        for name in required if isinstance(required, list) else []:
+            if isinstance(name, str) and name not in allowed:
+                found.append(f"{name!r} is required by {by} and not allowed by {not_by}")
+    return found
+
+
+def _properties(schema: Mapping[str, Any]) -> Mapping[str, Any]:
+    properties = schema.get("properties")
+    return properties if isinstance(properties, Mapping) else {}
+
+
+def _declared_types(schema: object) -> set[str] | None:
+    """The types a property's schema declares with ``type``; ``None`` if it declares none."""
+    if not isinstance(schema, Mapping):
+        return None
+    declared = schema.get("type")
+    if isinstance(declared, str):
+        return {declared}
+    if isinstance(declared, list) and all(isinstance(item, str) for item in declared):
+        return set(declared)
+    return None
+
+
+def _types_meet(first: set[str], second: set[str]) -> bool:
+    # Every integer is a number.
+    widened = [types | {"integer"} if "number" in types else types for types in (first, second)]
+    return bool(widened[0] & widened[1])
 
 
 class _NotFetched(Exception):

@@ -152,6 +152,26 @@ def test_a_restyle_describes_structured_output_only_of_a_tool_that_has_it() -> N
     Tool(name="add", overrides_code=True, output_schema=sums).full_clean()
 
 
+def test_a_restyle_whose_input_schema_no_arguments_could_pass_with_the_codes_is_refused() -> None:
+    # add takes "numbers" as an array: a row taking text there would fail every call.
+    texts = {"type": "object", "properties": {"numbers": {"type": "string"}}}
+    errors = errors_of(Tool(name="add", overrides_code=True, input_schema=texts))
+    assert errors["input_schema"] == [
+        "No arguments could pass both this schema and the code tool's, so every call would "
+        "fail: 'numbers' is array in the code tool's schema and string in this one."
+    ]
+    closed = {"type": "object", "properties": {"values": {"type": "array"}}}
+    closed["additionalProperties"] = False
+    errors = errors_of(Tool(name="add", overrides_code=True, input_schema=closed))
+    assert (
+        "'numbers' is required by the code tool's schema and not allowed by this one"
+        in (errors["input_schema"][0])
+    )
+    # Narrowing what the code takes is what a restyle is for.
+    fewer = {"type": "object", "properties": {"numbers": {"type": "array", "maxItems": 3}}}
+    Tool(name="add", overrides_code=True, input_schema=fewer).full_clean()
+
+
 def test_empty_json_from_a_form_becomes_the_fields_empty_value() -> None:
     tool = template_tool(icons=None, meta=None, annotations=None)
     tool.full_clean()

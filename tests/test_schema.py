@@ -20,6 +20,7 @@ from mcp_app.schema import (
     Validator,
     check_schema,
     format_problems,
+    incompatible,
     is_valid_schema,
     validate,
 )
@@ -616,6 +617,65 @@ def test_format_problems_edge_cases():
     )
     with pytest.raises(ValueError, match="limit must be at least 1"):
         format_problems([Problem("", "x")], limit=0)
+
+
+# -- two object schemas no object passes ------------------------------------------------
+
+
+def _obj(properties: dict[str, Any], **more: Any) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, **more}
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "found"),
+    [
+        (
+            _obj({"n": {"type": "integer"}}),
+            _obj({"n": {"type": ["string", "null"]}}),
+            ["'n' is integer in the first and null or string in the second"],
+        ),
+        # Every integer is a number, either way round.
+        (_obj({"n": {"type": "integer"}}), _obj({"n": {"type": "number"}}), []),
+        (_obj({"n": {"type": ["number"]}}), _obj({"n": {"type": "integer"}}), []),
+        # No declared type, or one only of the two: nothing is shown.
+        (_obj({"n": {"minimum": 1}}), _obj({"n": {"type": "string"}}), []),
+        (_obj({"n": {"type": "string"}}), _obj({"m": {"type": "integer"}}), []),
+        (
+            _obj({"n": {"type": "string"}}, required=["n"]),
+            _obj({"m": {}}, additionalProperties=False),
+            ["'n' is required by the first and not allowed by the second"],
+        ),
+        (
+            _obj({"m": {}}, additionalProperties=False),
+            _obj({}, required=["n", "m"]),
+            ["'n' is required by the second and not allowed by the first"],
+        ),
+        # A pattern may allow the name: not judged.
+        (
+            _obj({}, required=["n"]),
+            _obj({}, additionalProperties=False, patternProperties={"^n$": {}}),
+            [],
+        ),
+        (True, _obj({}, required=["n"]), []),
+    ],
+)
+def test_incompatible_names_what_no_object_could_pass(
+    first: Any, second: Any, found: list[str]
+) -> None:
+    assert incompatible(first, second) == found
+    # What it finds is true: an object meeting either schema fails the other.
+    for reason in found:
+        name = reason.split("'")[1]
+        for value in ("x", 1, None):
+            both = [validate(schema, {name: value}) == [] for schema in (first, second)]
+            assert not all(both)
+
+
+def test_incompatible_names_the_schemas_as_told() -> None:
+    found = incompatible(
+        _obj({"n": {"type": "string"}}), _obj({"n": {"type": "boolean"}}), ("code", "row")
+    )
+    assert found == ["'n' is string in code and boolean in row"]
 
 
 # -- the quick check for simply typed object schemas -------------------------------------
