@@ -31,6 +31,7 @@ from .models import (
     ToolCall,
     reads_problem,
 )
+from .server import servers
 
 JSON_FIELD = {"form_class": PrettyJSONField, "widget": JSONTextarea}
 ACCESS: tuple[str, Any] = (
@@ -238,26 +239,71 @@ class ResourceAdmin(DefinitionAdmin):
 
 
 def _embedding_warnings(resources: list[Resource]) -> list[str]:
-    """What prompt rows whose messages embed one of ``resources`` by its URI would lose."""
+    """What prompt rows whose messages embed one of ``resources`` by its URI would lose: not
+    those a template of the server goes on serving it to."""
     found = []
     for resource in resources:
+        server = servers.get(resource.server)
+        if server is not None and server.catalog().find_template(resource.uri) is not None:
+            continue
         candidates = PromptMessage.objects.filter(
             prompt__server=resource.server, resource_uri__contains=resource.uri
         ).values_list("prompt__name", "resource_uri")
         # A message's URI is rendered as a template and stripped: only the same text, give or
         # take the space around it, surely names this resource.
-        names = sorted({name for name, uri in candidates if uri.strip() == resource.uri})
-        if len(names) == 1:
-            found.append(
-                f"The prompt “{names[0]}” embeds the resource {resource.uri}; once the "
-                "resource is deleted, getting the prompt fails."
-            )
-        elif names:
-            listed = ", ".join(f"“{name}”" for name in names)
-            found.append(
-                f"The prompts {listed} embed the resource {resource.uri}; once the resource "
-                "is deleted, getting them fails."
-            )
+        names = {name for name, uri in candidates if uri.strip() == resource.uri}
+        found += _losing(names, f"the resource {resource.uri}", "resource")
+    return found
+
+
+def _losing(prompts: set[str], what: str, deleted: str) -> list[str]:
+    """The warning that ``prompts`` embed ``what``, which goes with the ``deleted`` row."""
+    names = sorted(prompts)
+    if len(names) == 1:
+        return [
+            f"The prompt “{names[0]}” embeds {what}; once the {deleted} is deleted, getting "
+            "the prompt fails."
+        ]
+    if names:
+        listed = ", ".join(f"“{name}”" for name in names)
+        return [
+            f"The prompts {listed} embed {what}; once the {deleted} is deleted, getting them fails."
+        ]
+    return []
+
+
+def _template_embedding_warnings(templates: list[ResourceTemplate]) -> list[str]:
+    """What prompt rows whose messages embed a URI that only ``templates`` serve would lose.
+
+    A URI a resource has, or a template that stays matches, is still read once they are
+    gone; a message whose URI is itself a template is not known to name one.
+    """
+    found = []
+    for server_name in sorted({template.server for template in templates}):
+        server = servers.get(server_name)
+        if server is None:
+            continue
+        names = {template.name for template in templates if template.server == server_name}
+        catalog = server.catalog()
+        going = [t for t in catalog.templates if t.source == "row" and t.name in names]
+        if not going:
+            continue  # disabled ones serve nothing now
+        staying = [t for t in catalog.templates if t not in going]
+        lost: dict[str, set[str]] = {}
+        candidates = PromptMessage.objects.filter(prompt__server=server_name).exclude(
+            resource_uri=""
+        )
+        for prompt, raw in candidates.values_list("prompt__name", "resource_uri"):
+            uri = raw.strip()
+            if "{" in uri or uri in catalog.resource_map:
+                continue
+            if any(t.matcher.match(uri) is not None for t in staying):
+                continue
+            serving = next((t for t in going if t.matcher.match(uri) is not None), None)
+            if serving is not None:
+                lost.setdefault(uri, set()).add(prompt)
+        for uri, prompts in sorted(lost.items()):
+            found += _losing(prompts, f"the resource {uri}", "template serving it")
     return found
 
 
@@ -285,6 +331,12 @@ class ResourceTemplateAdmin(DefinitionAdmin):
 
     def wire(self, obj: ResourceTemplate) -> dict[str, Any] | None:
         return rows.template_def(obj).wire if obj.enabled else None
+
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> Any:
+        # As ResourceAdmin's: on the page that asks, and on the one after.
+        for text in _template_embedding_warnings(list(objs)):
+            messages.warning(request, text)
+        return super().get_deleted_objects(objs, request)
 
 
 class ArgumentForm(RowForm):

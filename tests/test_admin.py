@@ -678,6 +678,63 @@ def test_the_bulk_delete_warns_of_each_embedded_resource(admin_client: Client) -
     ]
 
 
+def test_deleting_a_resource_a_template_still_serves_gives_no_warning(
+    admin_client: Client,
+) -> None:
+    resource = Resource.objects.create(server="default", uri="notes://one", name="one", text="x")
+    ResourceTemplate.objects.create(name="notes", uri_template="notes://{topic}", text="x")
+    embedded_in("brief", "notes://one")
+    response = admin_client.get(f"/admin/mcp_app/resource/{resource.pk}/delete/")
+    assert warnings_of(response) == []
+
+
+def test_deleting_the_only_template_serving_an_embedded_uri_warns(admin_client: Client) -> None:
+    notes = ResourceTemplate.objects.create(name="notes", uri_template="notes://{topic}", text="x")
+    ResourceTemplate.objects.create(name="wide", uri_template="wide://{+path}", text="x")
+    Resource.objects.create(server="default", uri="notes://kept", name="kept", text="x")
+    embedded_in("brief", " notes://one ")
+    embedded_in("also", "notes://one")
+    embedded_in("third", "notes://two")
+    embedded_in("resource", "notes://kept")  # a resource of its own
+    embedded_in("templated", "notes://{{ topic }}")  # not known to name one
+    embedded_in("other", "wide://notes/one")  # served by the template that stays
+    path = f"/admin/mcp_app/resourcetemplate/{notes.pk}/delete/"
+    expected = [
+        "The prompts “also”, “brief” embed the resource notes://one; once the template serving "
+        "it is deleted, getting them fails.",
+        "The prompt “third” embeds the resource notes://two; once the template serving it is "
+        "deleted, getting the prompt fails.",
+    ]
+    assert warnings_of(admin_client.get(path)) == expected
+    done = admin_client.post(path, {"post": "yes"}, follow=True)
+    assert not ResourceTemplate.objects.filter(pk=notes.pk).exists()
+    assert warnings_of(done) == expected
+
+
+def test_deleting_a_template_another_one_also_serves_gives_no_warning(
+    admin_client: Client,
+) -> None:
+    first = ResourceTemplate.objects.create(name="a", uri_template="notes://{topic}", text="x")
+    second = ResourceTemplate.objects.create(name="b", uri_template="notes://{+rest}", text="x")
+    off = ResourceTemplate.objects.create(
+        name="off", uri_template="off://{x}", text="x", enabled=False
+    )
+    embedded_in("brief", "notes://one")
+    embedded_in("dark", "off://one")  # already unread: its template is disabled
+    for template in (first, off):
+        path = f"/admin/mcp_app/resourcetemplate/{template.pk}/delete/"
+        assert warnings_of(admin_client.get(path)) == []
+    # Both at once: nothing serves notes://one any more.
+    response = admin_client.post(
+        "/admin/mcp_app/resourcetemplate/",
+        {"action": "delete_selected", "_selected_action": [first.pk, second.pk]},
+    )
+    assert warnings_of(response) == [
+        "The prompt “brief” embeds the resource notes://one; once the template serving it is "
+        "deleted, getting the prompt fails."
+    ]
+
+
 def test_deleting_a_resource_no_prompt_embeds_gives_no_warning(admin_client: Client) -> None:
     resource = Resource.objects.create(server="default", uri="notes://one", name="one", text="x")
     response = admin_client.get(f"/admin/mcp_app/resource/{resource.pk}/delete/")
