@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .protocol.jsonrpc import InternalError, InvalidParams, MissingClientCapability, ProtocolError
+from .protocol.jsonrpc import InvalidParams
 from .schema import SchemaError, check_schema, format_problems, validate
 
 __all__ = ["InputRequired", "elicit", "elicit_url", "input_required", "roots", "sample"]
@@ -137,35 +137,24 @@ class InputRequired:
         return missing
 
 
-def revision_problem(requests: Mapping[str, JSON], version: str) -> ProtocolError | None:
+def revision_problem(requests: Mapping[str, JSON], version: str) -> str | None:
     """Why a client of an initialize-era ``version`` cannot be sent ``requests``, if it
-    cannot: what its revision of the protocol has no words for.
-
-    A capability the revision lacks is a missing client capability (-32021, as on
-    2026-07-28, with ``data.requiredCapabilities``); a form the revision cannot express is
-    the server's own failure (-32603).
-    """
+    cannot: what its revision of the protocol has no words for."""
     for request in requests.values():
         if request.get("method") != "elicitation/create":
             continue
         if version < ELICITATION_FORMS:
-            return MissingClientCapability(
-                {"elicitation": {}},
-                f"The client's protocol revision ({version}) has no elicitation",
-            )
+            return f"The client's protocol revision ({version}) has no elicitation"
         params = request.get("params") or {}
         if version >= ELICITATION_URLS:
             continue
         if params.get("mode", "form") != "form":
-            return MissingClientCapability(
-                {"elicitation": {"url": {}}},
-                f"The client's protocol revision ({version}) has no URL elicitation",
-            )
+            return f"The client's protocol revision ({version}) has no URL elicitation"
         fields = (form_schema(request) or {}).get("properties")
         for name, spec in (fields if isinstance(fields, dict) else {}).items():
             kind = spec.get("type") if isinstance(spec, dict) else None
             if kind == "array" or (isinstance(kind, list) and "array" in kind):
-                return InternalError(
+                return (
                     f"The form's field {name!r} is a multi-select list, which the client's "
                     f"protocol revision ({version}) has no words for"
                 )

@@ -240,14 +240,17 @@ def incompatible(
     first: Schema, second: Schema, names: tuple[str, str] = ("the first", "the second")
 ) -> list[str]:
     """Why no object could pass both object schemas, as far as their properties show: a
-    property whose declared types do not meet, or a name one requires and the other's
-    ``additionalProperties: false`` refuses. Empty when neither is shown (which does not
-    prove that an object passes both). ``names`` name the two schemas in the reasons."""
+    property either requires whose declared types do not meet, or a name one requires and
+    the other's ``additionalProperties: false`` refuses. Empty when neither is shown (which
+    does not prove that an object passes both). ``names`` name the two schemas in the
+    reasons."""
     if not isinstance(first, Mapping) or not isinstance(second, Mapping):
         return []
     found = []
     shown = (_properties(first), _properties(second))
-    for name in sorted(set(shown[0]) & set(shown[1])):
+    required = _required(first) | _required(second)
+    # A property neither requires may be left out, which both then accept.
+    for name in sorted(set(shown[0]) & set(shown[1]) & required):
         one, other = _declared_types(shown[0][name]), _declared_types(shown[1][name])
         if one is not None and other is not None and not _types_meet(one, other):
             found.append(
@@ -258,11 +261,18 @@ def incompatible(
         if refusing.get("additionalProperties") is not False or "patternProperties" in refusing:
             continue
         allowed = _properties(refusing)
-        required = requiring.get("required")
-        for name in required if isinstance(required, list) else []:
-            if isinstance(name, str) and name not in allowed:
-                found.append(f"{name!r} is required by {by} and not allowed by {not_by}")
+        for name in sorted(_required(requiring) - set(allowed)):
+            found.append(f"{name!r} is required by {by} and not allowed by {not_by}")
     return found
+
+
+def _required(schema: Mapping[str, Any]) -> set[str]:
+    required = schema.get("required")
+    return (
+        {name for name in required if isinstance(name, str)}
+        if isinstance(required, list)
+        else set()
+    )
 
 
 def _properties(schema: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -271,8 +281,9 @@ def _properties(schema: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _declared_types(schema: object) -> set[str] | None:
-    """The types a property's schema declares with ``type``; ``None`` if it declares none."""
-    if not isinstance(schema, Mapping):
+    """The types a property's schema declares with ``type``; ``None`` if it declares none,
+    or refers to another (before draft 2019-09, ``type`` beside ``$ref`` is ignored)."""
+    if not isinstance(schema, Mapping) or "$ref" in schema:
         return None
     declared = schema.get("type")
     if isinstance(declared, str):

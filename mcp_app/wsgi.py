@@ -96,8 +96,9 @@ def _serve(
         return _send_response(answer, start_response, request)
     if isinstance(answer, Reply):
         return _send_reply(answer, start_response, request)
-    start_response("200 OK", _SSE_HEADERS)
-    return _Sent(answer, request)
+    # A stream may go on for long: the request's connections are let go of before it.
+    close_old_connections()
+    return _started(_Sent(answer, request), start_response, "200 OK", _SSE_HEADERS)
 
 
 class _Hooks(BareHooks):
@@ -135,8 +136,8 @@ def _answer(server: Server, request: HttpRequest) -> HttpResponseBase | Reply | 
 def _send_reply(reply: Reply, start_response: StartResponse, request: HttpRequest | None) -> _Sent:
     """A JSON reply, encoded as ``to_response`` encodes it, without building a response."""
     headers, content = reply_parts(reply)
-    start_response(f"{reply.status} {reason(reply.status)}", headers)
-    return _Sent([content], request)
+    status = f"{reply.status} {reason(reply.status)}"
+    return _started(_Sent([content], request), start_response, status, headers)
 
 
 def _send_response(
@@ -146,13 +147,27 @@ def _send_response(
     headers += [("Set-Cookie", cookie.output(header="")) for cookie in response.cookies.values()]
     status = f"{response.status_code} {response.reason_phrase}"
     if response.streaming:
-        start_response(status, headers)
-        return _Sent(cast(Iterable[bytes], response), request)
+        close_old_connections()  # as for an event stream
+        return _started(
+            _Sent(cast(Iterable[bytes], response), request), start_response, status, headers
+        )
     content = response.content  # type: ignore[attr-defined]
     if not response.has_header("Content-Length"):
         headers.append(("Content-Length", str(len(content))))
-    start_response(status, headers)
-    return _Sent([content], request)
+    return _started(_Sent([content], request), start_response, status, headers)
+
+
+def _started(
+    sent: _Sent, start_response: StartResponse, status: str, headers: list[tuple[str, str]]
+) -> _Sent:
+    """``sent``, once the server has its status and headers; closed if it refuses them (the
+    server then has nothing to close)."""
+    try:
+        start_response(status, headers)
+    except BaseException:
+        sent.close()
+        raise
+    return sent
 
 
 class _Sent:
@@ -160,9 +175,9 @@ class _Sent:
 
     Closing ends a stream (a call's, which cancels it; a listen stream's, which lets go of
     the thread's database connections as it ends), then lets go of the request's stale
-    connections, as Django's ``request_finished`` does from its response's ``close()``: once
-    the answer is on its way, not before it. (Under gunicorn's sync worker that also fills
-    the time it would otherwise sleep waiting for the client to close the connection.)
+    connections, as Django's ``request_finished`` does from its response's ``close()``: for a
+    plain answer, once it is on its way, not before it. (Under gunicorn's sync worker, where
+    the client then closes its end while this runs, the worker need not sleep until it does.)
 
     A failure while streaming is logged as the ASGI route logs it; the status is sent, so
     the server can only cut the stream short.

@@ -631,8 +631,17 @@ def _obj(properties: dict[str, Any], **more: Any) -> dict[str, Any]:
     [
         (
             _obj({"n": {"type": "integer"}}),
-            _obj({"n": {"type": ["string", "null"]}}),
+            _obj({"n": {"type": ["string", "null"]}}, required=["n"]),
             ["'n' is integer in the first and null or string in the second"],
+        ),
+        # Required by neither: an object without it passes both.
+        (_obj({"n": {"type": "integer"}}), _obj({"n": {"type": "string"}}), []),
+        # Beside a $ref, draft-07 ignores "type".
+        (
+            _obj({"n": {"$ref": "#/definitions/s", "type": "integer"}}, required=["n"])
+            | {"definitions": {"s": {"type": "string"}}},
+            _obj({"n": {"type": "string"}}),
+            [],
         ),
         # Every integer is a number, either way round.
         (_obj({"n": {"type": "integer"}}), _obj({"n": {"type": "number"}}), []),
@@ -666,14 +675,15 @@ def test_incompatible_names_what_no_object_could_pass(
     # What it finds is true: an object meeting either schema fails the other.
     for reason in found:
         name = reason.split("'")[1]
-        for value in ("x", 1, None):
-            both = [validate(schema, {name: value}) == [] for schema in (first, second)]
-            assert not all(both)
+        for instance in ({name: "x"}, {name: 1}, {name: None}, {}):
+            assert not all(validate(schema, instance) == [] for schema in (first, second))
 
 
 def test_incompatible_names_the_schemas_as_told() -> None:
     found = incompatible(
-        _obj({"n": {"type": "string"}}), _obj({"n": {"type": "boolean"}}), ("code", "row")
+        _obj({"n": {"type": "string"}}, required=["n"]),
+        _obj({"n": {"type": "boolean"}}),
+        ("code", "row"),
     )
     assert found == ["'n' is string in code and boolean in row"]
 

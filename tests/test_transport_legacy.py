@@ -1386,28 +1386,58 @@ def test_client_with_form_only_cannot_get_a_url_elicitation(
     assert result["isError"] is True and "elicitation" in result["content"][0]["text"]
 
 
-@pytest.mark.parametrize(
-    ("version", "declared", "message"),
-    [
-        (LATEST, {}, "The client does not support elicitation, which this request needs"),
-        (
-            "2025-03-26",
-            {"elicitation": {}},
-            "The client's protocol revision (2025-03-26) has no elicitation",
-        ),
-    ],
-)
-def test_prompt_needing_input_the_client_cannot_give_is_a_missing_capability(
-    connect: Callable[..., LegacySession], version: str, declared: JSON, message: str
+def test_prompt_needing_input_the_client_does_not_declare_is_a_missing_capability(
+    connect: Callable[..., LegacySession],
 ) -> None:
     # As on 2026-07-28: -32021, naming what the client would need.
-    session = connect(version, declared)
+    session = connect(LATEST, {})
     response = session.request("prompts/get", {"name": "test_input_required_result_prompt"})
     assert response.json()["error"] == {
         "code": -32021,
-        "message": message,
+        "message": "The client does not support elicitation, which this request needs",
         "data": {"requiredCapabilities": {"elicitation": {}}},
     }
+
+
+@pytest.mark.parametrize("declared", [{}, {"elicitation": {}}])
+def test_prompt_needing_input_the_clients_revision_has_no_words_for_is_an_internal_error(
+    connect: Callable[..., LegacySession], declared: JSON
+) -> None:
+    # Not -32021: the client may have declared it, and could never give it.
+    session = connect("2025-03-26", declared)
+    response = session.request("prompts/get", {"name": "test_input_required_result_prompt"})
+    assert response.json()["error"] == {
+        "code": -32603,
+        "message": "The client's protocol revision (2025-03-26) has no elicitation",
+    }
+
+
+def _ask_sampling(arguments: Any, context: RequestContext) -> Any:
+    if context.input_response("said") is None:
+        return input_required({"said": sample("Say something", max_tokens=5)})
+    return "thanks"
+
+
+def test_input_cannot_be_asked_inside_a_batch_nor_what_the_client_lacks(
+    connect: Callable[..., LegacySession], temporary: Callable[..., None]
+) -> None:
+    temporary("prompt", _ask_sampling, name="ask_sampling_for_tests")
+    get = {"name": "ask_sampling_for_tests"}
+    batch = [
+        {"jsonrpc": "2.0", "id": 1, "method": "prompts/get", "params": get},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {**get, "arguments": {}}},
+    ]
+    temporary("tool", _ask_sampling, name="ask_sampling_for_tests")
+    able = connect("2025-03-26", {"sampling": {}})
+    answers = {answer["id"]: answer for answer in able.post(batch).json()}
+    said = "Input cannot be asked for inside a batch; send the request on its own"
+    assert answers[1]["error"] == {"code": -32603, "message": said}
+    assert answers[2]["result"]["isError"] is True and tool_text(answers[2]) == said
+    # A client that could never answer is told what it lacks, batch or not.
+    unable = connect("2025-03-26", {})
+    answers = {answer["id"]: answer for answer in unable.post(batch).json()}
+    assert answers[1]["error"]["code"] == -32021
+    assert answers[1]["error"]["data"] == {"requiredCapabilities": {"sampling": {}}}
 
 
 def test_a_malformed_answer_to_a_prompts_question_is_invalid_params(

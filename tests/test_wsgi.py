@@ -230,6 +230,51 @@ def test_the_request_signals_are_not_sent_but_connections_are_let_go_of(
     assert closes == [1, 2]
 
 
+def test_a_stream_does_not_hold_the_requests_connections(
+    app: Route, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A call's stream may last minutes (waiting for the client's answers): the request's
+    # connections are let go of before it begins, and again as it ends.
+    closes: list[str] = []
+    original = mcp_app.wsgi.close_old_connections
+    monkeypatch.setattr(
+        mcp_app.wsgi, "close_old_connections", lambda: closes.append("let go") or original()
+    )
+    ticking_saw.clear()
+    body, headers = modern_request(
+        "tools/call", {"name": "ticking", "arguments": {}}, meta={"progressToken": "t"}
+    )
+    headers = {"Content-Type": "application/json", **headers}
+    status, names, result = start_request(
+        app, path_="/extra/mcp", body=json.dumps(body).encode(), headers=headers
+    )
+    assert (status, names["content-type"]) == ("200 OK", "text/event-stream")
+    assert closes == ["let go"]
+    result.close()
+    assert closes == ["let go", "let go"]
+
+
+def test_an_answer_the_server_refuses_to_start_is_closed(
+    app: Route, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    closes: list[str] = []
+    original = mcp_app.wsgi.close_old_connections
+    monkeypatch.setattr(
+        mcp_app.wsgi, "close_old_connections", lambda: closes.append("let go") or original()
+    )
+
+    def refusing(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> None:
+        raise ValueError("a header the server will not send")
+
+    body, wire = modern_request("tools/list", None)
+    request = environ(
+        "POST", "/mcp", json.dumps(body).encode(), {**wire, "Content-Type": "application/json"}
+    )
+    with pytest.raises(ValueError, match="will not send"):
+        app(request, refusing)
+    assert closes == ["let go"]
+
+
 def test_the_script_name_is_the_script_prefix_in_handlers(app: Route) -> None:
     params = {"name": "prefix", "arguments": {}}
     done = mcp_call(app, "tools/call", params, path_="/extra/mcp", script_name="/site")

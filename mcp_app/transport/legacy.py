@@ -777,8 +777,19 @@ class LegacyEndpoint:
         error a request other than a tool call is answered with."""
         from .http import one_at_a_time
 
+        # What the client could never give first: asking again otherwise would not help.
+        unsaid = revision_problem(outcome.requests, session.protocol_version)
+        if unsaid is not None:
+            # Whatever the client declared, its revision has no words for what is asked.
+            return InternalError(unsaid)
+        missing = outcome.required_capabilities(session.capabilities, session.protocol_version)
+        if missing:
+            names = jsonrpc.capability_names(missing)
+            return MissingClientCapability(
+                missing, f"The client does not support {names}, which this request needs"
+            )
         if not ctx.interactive:
-            return InvalidRequest(
+            return InternalError(
                 "Input cannot be asked for inside a batch; send the request on its own"
             )
         if one_at_a_time(ctx.request):
@@ -786,15 +797,6 @@ class LegacyEndpoint:
             return InternalError(
                 "Input cannot be asked for: this server answers one request at a time, so the "
                 "client's answer could not reach it"
-            )
-        unsaid = revision_problem(outcome.requests, session.protocol_version)
-        if unsaid is not None:
-            return unsaid
-        missing = outcome.required_capabilities(session.capabilities, session.protocol_version)
-        if missing:
-            names = jsonrpc.capability_names(missing)
-            return MissingClientCapability(
-                missing, f"The client does not support {names}, which this request needs"
             )
         pending: dict[str, tuple[str, str, JSON | None]] = {}
         for key, request in outcome.requests.items():
