@@ -189,6 +189,18 @@ def test_garbage_cursor_is_invalid_params(cursor: str) -> None:
     assert info.value.message.startswith("Invalid cursor")
 
 
+@pytest.mark.parametrize("offset", [True, 5, 999_999, 2.0])
+def test_a_cursor_pointing_where_none_was_issued_is_invalid_params(offset: Any) -> None:
+    catalog = Catalog(1, tools=five_tools())
+    engine = make_engine(page_size=2)
+    issued = engine.handle("tools/list", {}, make_ctx(), catalog)["nextCursor"]
+    stamp = json.loads(base64.urlsafe_b64decode(issued + "=" * (-len(issued) % 4)))[0]
+    with pytest.raises(InvalidParams, match=r"^Invalid cursor$"):
+        engine.handle("tools/list", {"cursor": _encode([stamp, offset])}, make_ctx(), catalog)
+    # The one issued still works.
+    assert engine.handle("tools/list", {"cursor": issued}, make_ctx(), catalog)["tools"]
+
+
 def test_non_string_cursor_is_invalid_params() -> None:
     with pytest.raises(InvalidParams, match="must be a string"):
         make_engine().handle(
@@ -994,16 +1006,6 @@ def test_resource_completion_finds_the_template_by_its_uri_template() -> None:
     assert completer.calls[0][:2] == ("oc", {})
 
 
-def test_missing_value_completes_from_the_empty_string() -> None:
-    completer = completer_for(["a"])
-    complete(
-        completion_catalog(prompt_completer=completer),
-        {"type": "ref/prompt", "name": "p"},
-        {"name": "lang"},
-    )
-    assert completer.calls[0][0] == ""
-
-
 def test_argument_without_a_completer_gives_empty_values() -> None:
     catalog = completion_catalog(prompt_completer=completer_for(["a"]))
     result = complete(catalog, {"type": "ref/prompt", "name": "p"}, {"name": "other", "value": ""})
@@ -1069,6 +1071,7 @@ def test_completion_with_an_unknown_ref_type_is_invalid_params() -> None:
             {"name": "a", "value": 3},
             "string 'name' and 'value'",
         ),
+        ({"type": "ref/prompt", "name": "p"}, {"name": "a"}, "string 'name' and 'value'"),
     ],
 )
 def test_malformed_completion_requests_are_invalid_params(

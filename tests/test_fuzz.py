@@ -371,7 +371,12 @@ def well_formed(message: Any) -> bool:
         return False
     if ("result" in message) == ("error" in message):
         return False
-    if "id" in message and not isinstance(message["id"], str | int):
+    # An id is text or a number; null only for an error to a request whose id could not be
+    # read (JSON-RPC 2.0).
+    request_id = message.get("id")
+    if request_id is None and "id" in message and "result" in message:
+        return False
+    if request_id is not None and not isinstance(request_id, str | int):
         return False
     if "result" in message:
         return isinstance(message["result"], dict)

@@ -457,7 +457,7 @@ def test_initialize_echoes_each_supported_version(version: str) -> None:
     assert "instructions" not in result
 
 
-@pytest.mark.parametrize("requested", ["2024-11-05", "2026-07-28", "1999-01-01", None, 20251125])
+@pytest.mark.parametrize("requested", ["2024-11-05", "2026-07-28", "1999-01-01", "v2"])
 def test_initialize_answers_an_unsupported_version_with_2025_11_25(requested: Any) -> None:
     response = post_raw(Client(), initialize_body(requested))
     assert response.json()["result"]["protocolVersion"] == "2025-11-25"
@@ -533,6 +533,51 @@ def test_initialize_without_capabilities_or_client_info_is_invalid_params(missin
     assert response.json()["error"]["code"] == -32602
     assert "Mcp-Session-Id" not in response
     assert not Session.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "said"),
+    [
+        ("protocolVersion", 20251125, "'protocolVersion' string"),
+        ("protocolVersion", None, "'protocolVersion' string"),
+        ("clientInfo", {"name": 5, "version": "1"}, "'name' and 'version' strings"),
+        ("clientInfo", {"name": "x"}, "'name' and 'version' strings"),
+    ],
+)
+def test_initialize_with_a_malformed_version_or_client_info_is_invalid_params(
+    key: str, value: Any, said: str
+) -> None:
+    body = initialize_body()
+    body["params"][key] = value
+    response = post_raw(Client(), body)
+    error = response.json()["error"]
+    assert error["code"] == -32602 and said in error["message"]
+    assert not Session.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("negotiated", "said"), [("2025-06-18", "2025-11-25"), ("2025-03-26", "2025-06-18")]
+)
+def test_a_header_naming_another_revision_than_the_sessions_is_refused(
+    connect: Callable[..., LegacySession], negotiated: str, said: str
+) -> None:
+    session = connect(negotiated)
+    ping = {"jsonrpc": "2.0", "id": 3, "method": "ping"}
+    refused = session.post(ping, **{"MCP-Protocol-Version": said})
+    assert refused.status_code == 400
+    assert refused.json()["error"] == {
+        "code": -32600,
+        "message": f"MCP-Protocol-Version {said} is not the session's ({negotiated})",
+    }
+    assert session.post(ping).json()["result"] == {}
+    # Left out, the header is taken for the session's (2025-03-26 clients send none).
+    without = session.client.post(
+        "/mcp",
+        data=json.dumps(ping),
+        content_type="application/json",
+        headers={"Accept": ACCEPT, "Mcp-Session-Id": session.id},
+    )
+    assert without.json()["result"] == {}
 
 
 def test_initialize_sent_as_a_notification_is_refused() -> None:
@@ -1772,6 +1817,26 @@ def test_batch_of_two_requests_and_a_notification_answers_both_requests(
     assert "structuredContent" not in answers[1]["result"]
     assert json.loads(answers[1]["result"]["content"][0]["text"]) == {"sum": 3}
     assert Session.objects.get(pk=session.id).initialized is True
+
+
+def test_a_request_id_used_twice_in_a_batch_runs_once(
+    connect: Callable[..., LegacySession],
+) -> None:
+    session = connect("2025-03-26")
+    call = {"name": "add", "arguments": {"numbers": [1, 2]}}
+    batch = [
+        {"jsonrpc": "2.0", "id": 7, "method": "ping"},
+        {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": call},
+        {"jsonrpc": "2.0", "id": "7", "method": "tools/call", "params": call},  # another id
+    ]
+    answers = session.post(batch).json()
+    assert answers[0] == {"jsonrpc": "2.0", "id": 7, "result": {}}
+    assert answers[1] == {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "error": {"code": -32600, "message": "Request id used twice in the batch"},
+    }
+    assert answers[2]["id"] == "7" and "result" in answers[2]
 
 
 def test_batched_tool_call_answers_without_its_notifications(

@@ -108,7 +108,8 @@ def _encode_cursor(fingerprint: str, offset: int) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def _decode_cursor(cursor: Any, fingerprint: str) -> int:
+def _decode_cursor(cursor: Any, fingerprint: str, count: int) -> int:
+    """The offset a cursor of this list (``fingerprint``, ``count`` entries) points at."""
     if not isinstance(cursor, str):
         raise InvalidParams("Invalid cursor: must be a string")
     try:
@@ -116,10 +117,13 @@ def _decode_cursor(cursor: Any, fingerprint: str) -> int:
         stamp, offset = json.loads(raw)
     except (binascii.Error, ValueError, TypeError, RecursionError) as exc:
         raise InvalidParams("Invalid cursor") from exc
-    if not isinstance(offset, int) or offset < 0 or not isinstance(stamp, str):
+    # A cursor is only issued where more entries follow (a bool is an int to Python).
+    if type(offset) is not int or not isinstance(stamp, str):
         raise InvalidParams("Invalid cursor")
     if stamp != fingerprint:
         raise InvalidParams("Invalid cursor: the list has changed since it was issued; list again")
+    if not 0 <= offset < count:
+        raise InvalidParams("Invalid cursor")
     return offset
 
 
@@ -240,7 +244,7 @@ class Engine:
         fingerprint = catalog.fingerprints[kind]
         start = 0
         if params.get("cursor") is not None:
-            start = _decode_cursor(params["cursor"], fingerprint)
+            start = _decode_cursor(params["cursor"], fingerprint, len(items))
         size = self.options.page_size or len(items) or 1
         page = items[start : start + size]
         result: JSON = {key: [item.wire for item in page]}
@@ -455,7 +459,7 @@ class Engine:
         argument = params.get("argument")
         if not isinstance(ref, dict) or not isinstance(argument, dict):
             raise InvalidParams("completion/complete needs 'ref' and 'argument' objects")
-        arg_name, value = argument.get("name"), argument.get("value", "")
+        arg_name, value = argument.get("name"), argument.get("value")
         if not isinstance(arg_name, str) or not isinstance(value, str):
             raise InvalidParams("completion 'argument' needs a string 'name' and 'value'")
         context = params.get("context")

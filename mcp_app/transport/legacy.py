@@ -457,6 +457,14 @@ class LegacyEndpoint:
             # A session belongs to the caller that began it: to anyone else who learnt its
             # id (or to the same client logged out) it does not exist.
             return None, error_reply(request_id, InvalidRequest("Session not found"), 404)
+        said = (incoming.headers.get("mcp-protocol-version") or "").strip()
+        if said and said != session.protocol_version:
+            # The client must speak the revision it negotiated (a header left out is taken
+            # for it, as clients of 2025-03-26 send none).
+            mismatch = InvalidRequest(
+                f"MCP-Protocol-Version {said} is not the session's ({session.protocol_version})"
+            )
+            return None, error_reply(request_id, mismatch, 400)
         return session, None
 
     def get(self, incoming: Incoming) -> Reply:
@@ -515,13 +523,18 @@ class LegacyEndpoint:
         """A new session and the ``InitializeResult`` for ``initialize`` params.
 
         Raises:
-            InvalidParams: the params lack capabilities or client info.
+            InvalidParams: the params lack capabilities, client info or a version.
         """
         capabilities = params.get("capabilities")
         client_info = params.get("clientInfo")
         if not isinstance(capabilities, dict) or not isinstance(client_info, dict):
             raise InvalidParams("initialize needs 'capabilities' and 'clientInfo' objects")
-        version = legacy.negotiate(params.get("protocolVersion"))
+        if not all(isinstance(client_info.get(key), str) for key in ("name", "version")):
+            raise InvalidParams("initialize needs a 'clientInfo' with 'name' and 'version' strings")
+        asked = params.get("protocolVersion")
+        if not isinstance(asked, str):
+            raise InvalidParams("initialize needs a 'protocolVersion' string")
+        version = legacy.negotiate(asked)
         data = sessions.SessionData(
             id=sessions.new_session_id(),
             server=self.server.name,
@@ -674,7 +687,13 @@ class LegacyEndpoint:
         if not messages:
             return error_reply(None, InvalidRequest("Empty batch"), 400)
         answers: list[JSON] = []
+        ids: set[tuple[bool, Any]] = set()
         for message in messages:
+            if _repeated_id(message, ids):
+                # Two answers with one id could not be told apart: the first one runs.
+                repeated = InvalidRequest("Request id used twice in the batch")
+                answers.append(_error(message["id"], repeated))
+                continue
             if isinstance(message, dict) and message.get("method") == "initialize":
                 if "id" in message:  # a notification is never answered, even a wrong one
                     answers.append(
@@ -869,3 +888,18 @@ class LegacyEndpoint:
             result = {"content": [{"type": "text", "text": error.message}], "isError": True}
             return jsonrpc.result_response(request_id, result)
         return jsonrpc.error_response(request_id, error)
+
+
+def _repeated_id(message: Any, ids: set[tuple[bool, Any]]) -> bool:
+    """Whether ``message`` is a request whose id one before it in the batch had (else the id
+    is noted); an id of a type no request may have is left to the request's own checks."""
+    if not isinstance(message, dict) or "method" not in message:
+        return False
+    request_id = message.get("id")
+    if isinstance(request_id, bool) or not isinstance(request_id, (str, int)):
+        return False
+    key = (isinstance(request_id, str), request_id)
+    if key in ids:
+        return True
+    ids.add(key)
+    return False
