@@ -191,6 +191,55 @@ def test_other_http_methods(client: Client, method: str) -> None:
     assert response["Allow"] == "GET, POST, DELETE"
 
 
+@pytest.mark.parametrize(
+    ("accept", "status"),
+    [
+        ("application/xml", 406),
+        ("text/html, image/png;q=0.5", 406),
+        ("application/json", 200),
+        ("text/event-stream", 200),
+        ("text/*", 200),
+        ("*/*;q=0.1", 200),
+        ("", 200),
+    ],
+)
+def test_a_post_whose_accept_takes_neither_json_nor_a_stream_is_406(
+    client: Client, accept: str, status: int
+) -> None:
+    body, headers = modern_request("tools/list")
+    response = post(client, body, {**headers, "Accept": accept})
+    assert response.status_code == status
+    if status == 406:
+        assert response.json()["error"] == {
+            "code": -32600,
+            "message": "Not Acceptable: the answer is application/json or text/event-stream",
+        }
+
+
+@pytest.mark.parametrize(
+    ("content_type", "status"),
+    [
+        ("text/plain", 415),
+        ("application/x-www-form-urlencoded", 415),
+        ("application/json; charset=utf-8", 200),
+        ("Application/JSON", 200),
+        ("application/vnd.example+json", 200),
+    ],
+)
+def test_a_post_whose_body_is_declared_as_no_json_is_415(
+    client: Client, content_type: str, status: int
+) -> None:
+    body, headers = modern_request("tools/list")
+    response = client.post(
+        "/mcp", data=json.dumps(body), content_type=content_type, headers=headers
+    )
+    assert response.status_code == status
+    if status == 415:
+        assert response.json()["error"]["message"] == (
+            f"Unsupported Media Type: {content_type}; send application/json"
+        )
+
+
 @pytest.mark.parametrize("method", ["get", "delete"])
 @pytest.mark.parametrize("version", ["2025-11-25", "2025-06-18", "2025-03-26"])
 def test_get_or_delete_of_an_initialize_era_client_without_its_session_is_400(

@@ -217,6 +217,33 @@ def _host_name(host: str) -> str:
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
+#: Media ranges of an ``Accept`` header that take a JSON answer or an event stream.
+_ANSWERABLE = frozenset({"application/json", "text/event-stream", "*/*", "application/*", "text/*"})
+
+
+def unfit_post(headers: Mapping[str, str]) -> Reply | None:
+    """406 for a POST whose ``Accept`` takes neither JSON nor an event stream, 415 for one whose
+    body is declared as something other than JSON; ``None`` if neither (a header left out is
+    not held against the client)."""
+    accept = headers.get("accept")
+    if accept is not None and accept.strip():
+        ranges = {part.split(";")[0].strip().lower() for part in accept.split(",")}
+        if not ranges & _ANSWERABLE:
+            refusal = InvalidRequest(
+                "Not Acceptable: the answer is application/json or text/event-stream"
+            )
+            return error_reply(None, refusal, 406)
+    content_type = headers.get("content-type")
+    if content_type is not None and content_type.strip():
+        media = content_type.split(";")[0].strip().lower()
+        if media != "application/json" and not media.endswith("+json"):
+            refusal = InvalidRequest(
+                f"Unsupported Media Type: {jsonrpc.clip(media)}; send application/json"
+            )
+            return error_reply(None, refusal, 415)
+    return None
+
+
 class Endpoint:
     """Serves one ``Server`` over streamable HTTP."""
 
@@ -258,6 +285,9 @@ class Endpoint:
                 # GET and DELETE serve initialize-era sessions (with their header).
                 headers={"Allow": "GET, POST, DELETE"},
             )
+        unfit = unfit_post(incoming.headers)
+        if unfit is not None:
+            return unfit
         if len(incoming.body) > conf.MAX_BODY_BYTES:
             return error_reply(
                 None, InvalidRequest(f"Request body over {conf.MAX_BODY_BYTES} bytes"), 413
