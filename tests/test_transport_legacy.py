@@ -580,6 +580,15 @@ def test_a_header_naming_another_revision_than_the_sessions_is_refused(
     assert without.json()["result"] == {}
 
 
+@pytest.mark.parametrize("meta", ["x", [1], 3])
+def test_a_meta_that_is_no_object_is_invalid_params(
+    connect: Callable[..., LegacySession], meta: Any
+) -> None:
+    session = connect(LATEST)
+    response = session.request("tools/list", {"_meta": meta})
+    assert response.json()["error"] == {"code": -32602, "message": "_meta must be an object"}
+
+
 def test_initialize_sent_as_a_notification_is_refused() -> None:
     body = initialize_body()
     del body["id"]

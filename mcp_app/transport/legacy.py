@@ -86,9 +86,12 @@ def no_logging() -> MethodNotFound:
     return MethodNotFound("Method not found: logging/setLevel (this server does no logging)")
 
 
-def bad_progress_token(params: JSON) -> InvalidParams | None:
-    """The error for a ``_meta.progressToken`` that is neither a string nor an integer."""
+def bad_meta(params: JSON) -> InvalidParams | None:
+    """The error for a ``_meta`` that is no object, or whose ``progressToken`` is neither a
+    string nor an integer."""
     meta = params.get("_meta")
+    if meta is not None and not isinstance(meta, dict):
+        return InvalidParams("_meta must be an object")
     token = meta.get("progressToken") if isinstance(meta, dict) else None
     if token is not None and not jsonrpc.valid_id(token):
         return InvalidParams("_meta.progressToken must be a string or an integer")
@@ -587,7 +590,7 @@ class LegacyEndpoint:
             return Reply(
                 200, _error(request_id, MethodNotFound(f"Method not found: {jsonrpc.clip(method)}"))
             )
-        bad = bad_progress_token(params)
+        bad = bad_meta(params)
         if bad is not None:
             return Reply(200, _error(request_id, bad))
         ctx = self.context(session, method, params, incoming.user, incoming.request)

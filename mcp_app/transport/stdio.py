@@ -19,7 +19,7 @@ from ..protocol.jsonrpc import InvalidParams, InvalidRequest, ParseError, Protoc
 from ..sessions import SessionData
 from . import sse
 from .legacy import _error as legacy_error
-from .legacy import bad_progress_token, no_logging
+from .legacy import bad_meta, no_logging
 from .listen import RESOURCE_KINDS, Renewal, fresh_user
 
 if TYPE_CHECKING:
@@ -364,7 +364,7 @@ class StdioServer:
             )
             self.write(legacy_error(request_id, error))
             return
-        bad = bad_progress_token(params)
+        bad = bad_meta(params)
         if bad is not None:
             self.write(legacy_error(request_id, bad))
             return
