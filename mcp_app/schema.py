@@ -622,10 +622,64 @@ def _timed(cls: Any) -> Any:
         "pattern": _pattern,
         "patternProperties": _pattern_properties,
         "additionalProperties": _additional_properties,
+        "uniqueItems": _unique_items,
+        "enum": _enum,
     }
     if "unevaluatedProperties" in cls.VALIDATORS:
         keywords["unevaluatedProperties"] = _unevaluated_properties
     return jsonschema.validators.extend(cls, keywords)
+
+
+# jsonschema compares unhashable items (objects, arrays) pair by pair: an argument of some
+# thousands of objects against "uniqueItems", or a long "enum" of objects, held a worker for
+# minutes. These keywords decide as jsonschema does, by a key equal values share.
+
+
+def _same(value: object) -> object:
+    """A key equal JSON values share and others do not, as jsonschema compares them: ``1``
+    and ``1.0`` alike, ``true`` and ``1`` not, objects whatever their key order."""
+    if isinstance(value, bool):
+        return (bool, value)
+    if isinstance(value, int | float):
+        return (float, value)
+    if isinstance(value, str) or value is None:
+        return value
+    if isinstance(value, list | tuple):
+        return (list, tuple(_same(item) for item in value))
+    if isinstance(value, Mapping):
+        return (dict, frozenset((key, _same(item)) for key, item in value.items()))
+    return (object, id(value))  # no JSON value: equal to itself only
+
+
+def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    if not unique or not validator.is_type(instance, "array"):
+        return
+    seen: set[object] = set()
+    for item in instance:
+        key = _same(item)
+        if key in seen:
+            yield jsonschema.ValidationError(f"{instance!r} has non-unique elements")
+            return
+        seen.add(key)
+
+
+#: The keys of the enums met lately, by the list's id (kept with it, so the id stays its).
+_ENUM_KEYS: dict[int, tuple[Any, frozenset[object]]] = {}
+_ENUM_KEYS_KEPT = 256
+
+
+def _enum(validator: Any, enums: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    if not isinstance(enums, list | tuple):
+        yield from jsonschema._keywords.enum(validator, enums, instance, schema)
+        return
+    cached = _ENUM_KEYS.get(id(enums))
+    if cached is None or cached[0] is not enums:
+        if len(_ENUM_KEYS) >= _ENUM_KEYS_KEPT:
+            _ENUM_KEYS.clear()
+        cached = (enums, frozenset(_same(each) for each in enums))
+        _ENUM_KEYS[id(enums)] = cached
+    if _same(instance) not in cached[1]:
+        yield jsonschema.ValidationError(f"{instance!r} is not one of {enums!r}")
 
 
 _LOOP = "the schema refers to itself without end ($ref loop)"
