@@ -145,9 +145,13 @@ class TemplateTooLarge(InvalidParams, ValueError):
     as an ``isError`` result.
     """
 
-    def __init__(self, limit: float, *, rounds: bool = False, seconds: bool = False) -> None:
+    def __init__(
+        self, limit: float, *, rounds: bool = False, seconds: bool = False, why: str = ""
+    ) -> None:
         setting = "MCP_APP['ROW_TEMPLATE_MAX_CHARS']"
-        if seconds:
+        if why:
+            message = why
+        elif seconds:
             message = (
                 "The template took longer to render than "
                 f"MCP_APP['ROW_TEMPLATE_MAX_SECONDS'] ({limit:g} s)"
@@ -220,6 +224,8 @@ def _guards() -> tuple[dict[Any, Callable[..., None]], dict[Any, Callable[[Any],
     from django.template import defaultfilters, defaulttags
 
     checks: dict[Any, Callable[..., None]] = {
+        defaultfilters.truncatechars_html: _check_html,
+        defaultfilters.truncatewords_html: _check_html,
         defaultfilters.ljust: _check_width,
         defaultfilters.rjust: _check_width,
         defaultfilters.center: _check_width,
@@ -250,6 +256,8 @@ class _Meter:
     deadline: float = float("inf")
     chars: int = 0
     rounds: int = 0
+    #: What the filters have made so far (list and tuple items weighing ``ITEM_WEIGHT``).
+    made: int = 0
     #: What the nodes rendered so far returned, for a node to tell its own output apart.
     returned: int = 0
     #: The first refusal, raised again once the node it came up in returns: Django reads an
@@ -265,8 +273,10 @@ def _limit() -> int:
     return conf.ROW_TEMPLATE_MAX_CHARS if meter is None else meter.limit
 
 
-def _refuse(limit: float, *, rounds: bool = False, seconds: bool = False) -> NoReturn:
-    error = TemplateTooLarge(limit, rounds=rounds, seconds=seconds)
+def _refuse(
+    limit: float, *, rounds: bool = False, seconds: bool = False, why: str = ""
+) -> NoReturn:
+    error = TemplateTooLarge(limit, rounds=rounds, seconds=seconds, why=why)
     meter = _meter.get()
     if meter is not None and meter.refused is None:
         meter.refused = error
@@ -326,18 +336,52 @@ def _metered_node(render: Callable[[Any], str]) -> Callable[[Any], str]:
     return render_annotated
 
 
+#: How many times ``ROW_TEMPLATE_MAX_CHARS`` a rendering's filters may make in all: what
+#: {% with %} keeps in memory, and work one tag does before the next is timed.
+MADE_FACTOR = 10
+#: What an item of a list or tuple a filter makes weighs against that, as characters: each
+#: is an object of its own (``make_list`` of a long text makes one per character).
+ITEM_WEIGHT = 8
+#: Most tags a text given to ``truncatechars_html`` or ``truncatewords_html`` may hold:
+#: their work grows faster than the number of tags.
+HTML_TAGS_MAX = 10_000
+
+
 def _bounded(function: Callable[..., Any], check: Callable[..., None] | None) -> Any:
     @functools.wraps(function)
     def bounded(value: Any, *args: Any, **kwargs: Any) -> Any:
-        limit = _limit()
+        meter = _meter.get()
+        limit = conf.ROW_TEMPLATE_MAX_CHARS if meter is None else meter.limit
+        if meter is not None and time.monotonic() > meter.deadline:
+            # Filters run within one tag ({% with %} and its many assignments) are timed too.
+            _refuse(conf.ROW_TEMPLATE_MAX_SECONDS, seconds=True)
         if check is not None:
             check(limit, value, *args, **kwargs)
         result = function(value, *args, **kwargs)
-        if isinstance(result, str | list | tuple) and len(result) > limit:
-            _refuse(limit)
+        if isinstance(result, str | list | tuple):
+            if len(result) > limit:
+                _refuse(limit)
+            if meter is not None:
+                meter.made += len(result) * (1 if isinstance(result, str) else ITEM_WEIGHT)
+                if meter.made > MADE_FACTOR * limit:
+                    _refuse(
+                        limit,
+                        why=f"The template's filters would make more than {MADE_FACTOR} times "
+                        f"MCP_APP['ROW_TEMPLATE_MAX_CHARS'] ({MADE_FACTOR * limit:,} characters) "
+                        "in all",
+                    )
         return result
 
     return bounded
+
+
+def _check_html(limit: int, value: Any, *args: Any) -> None:
+    if isinstance(value, str) and value.count("<") > HTML_TAGS_MAX:
+        _refuse(
+            limit,
+            why=f"The template gives an HTML truncating filter a text of more than "
+            f"{HTML_TAGS_MAX:,} tags",
+        )
 
 
 def _text_size(value: Any, limit: int) -> int:

@@ -1008,8 +1008,8 @@ def test_a_template_failing_on_what_the_client_sent_is_invalid_params(
 
 def test_a_template_that_runs_past_its_time_is_stopped(settings: Any) -> None:
     settings.MCP_APP = {**getattr(settings, "MCP_APP", {}), "ROW_TEMPLATE_MAX_SECONDS": 0.2}
-    # Each round lowers the long argument and makes nothing: no count but time grows.
-    source = "{% for item in items %}{% if item == query|lower %}match{% endif %}{% endfor %}"
+    # Each round reads the long argument and makes nothing: no count but time grows.
+    source = "{% for item in items %}{% if item == query|wordcount %}match{% endif %}{% endfor %}"
     values = {"items": [1] * 200_000, "query": "A" * 500_000}
     started = time.monotonic()
     with pytest.raises(rows.TemplateTooLarge) as refused:
@@ -1020,6 +1020,40 @@ def test_a_template_that_runs_past_its_time_is_stopped(settings: Any) -> None:
     )
     # An ordinary rendering is well within it.
     assert rows.render_template("{{ a|lower }}", {"a": "X"}) == "x"
+
+
+def test_the_filters_of_one_tag_are_timed(settings: Any) -> None:
+    settings.MCP_APP = {**getattr(settings, "MCP_APP", {}), "ROW_TEMPLATE_MAX_SECONDS": 0.2}
+    # One {% with %} runs all its filters before any tag inside it begins.
+    assignments = " ".join(f"n{index}=q|wordcount" for index in range(3_000))
+    started = time.monotonic()
+    with pytest.raises(rows.TemplateTooLarge, match="took longer to render"):
+        rows.render_template(
+            f"{{% with {assignments} %}}{{{{ n0 }}}}{{% endwith %}}", {"q": "a " * 300_000}
+        )
+    assert time.monotonic() - started < 1.5
+
+
+def test_what_the_filters_make_in_all_is_bounded(settings: Any) -> None:
+    settings.MCP_APP = {**getattr(settings, "MCP_APP", {}), "ROW_TEMPLATE_MAX_CHARS": 1_000}
+    # Each list is within the limit; {% with %} would keep them all.
+    lists = " ".join(f"m{index}=s|make_list" for index in range(3))
+    source = f"{{% with {lists} %}}{{{{ m0|length }}}}{{% endwith %}}"
+    assert rows.render_template(source, {"s": "x" * 400}) == "400"
+    with pytest.raises(rows.TemplateTooLarge) as refused:
+        rows.render_template(source, {"s": "x" * 500})
+    assert str(refused.value) == (
+        "The template's filters would make more than 10 times "
+        "MCP_APP['ROW_TEMPLATE_MAX_CHARS'] (10,000 characters) in all"
+    )
+
+
+@pytest.mark.parametrize("name", ["truncatechars_html", "truncatewords_html"])
+def test_an_html_truncating_filter_takes_a_bounded_number_of_tags(name: str) -> None:
+    source = f"{{{{ t|{name}:3 }}}}"
+    assert rows.render_template(source, {"t": "<b>" * rows.HTML_TAGS_MAX}).startswith("<b>")
+    with pytest.raises(rows.TemplateTooLarge, match="more than 10,000 tags"):
+        rows.render_template(source, {"t": "<b>" * (rows.HTML_TAGS_MAX + 1)})
 
 
 @pytest.mark.skipif(django.VERSION < (6,), reason="template partials are new in Django 6")
