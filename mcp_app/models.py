@@ -151,6 +151,10 @@ def template_handler_choices() -> list[tuple[str, str]]:
 Errors = dict[str, list[str]]
 
 
+#: The schemes an icon's ``src`` may have.
+ICON_SCHEMES = frozenset({"https", "http", "data"})
+
+
 def _add(errors: Errors, field: str, message: str) -> None:
     errors.setdefault(field, []).append(message)
 
@@ -359,12 +363,15 @@ class Definition(_Tracked):
         _check_json(errors, "icons", self.icons, ICONS_SCHEMA, "icons")
         if "icons" not in errors and self.icons:
             for index, icon in enumerate(self.icons):
-                if not URI_RE.match(icon["src"]):
+                src = icon["src"]
+                scheme = src.split(":", 1)[0].lower()
+                # What the spec says an icon is: a web URL or image data (clients must not
+                # follow javascript:, file: and their like).
+                if not URI_RE.match(src) or scheme not in ICON_SCHEMES:
                     _add(
                         errors,
                         "icons",
-                        f"Icon {index + 1}'s src must be a URI (https://… or data:…), "
-                        f"not {icon['src']!r}.",
+                        f"Icon {index + 1}'s src must be a URI (https://… or data:…), not {src!r}.",
                     )
         _check_json(errors, "meta", self.meta, META_SCHEMA, "_meta")
         if "meta" not in errors and self.meta:

@@ -116,6 +116,8 @@ def test_a_template_tool_is_valid() -> None:
         ({"icons": {"src": "x"}}, "icons", "expected array"),
         ({"meta": "x"}, "meta", "expected object"),
         ({"icons": [{"src": "icon.png"}]}, "icons", "Icon 1's src must be a URI"),
+        ({"icons": [{"src": "javascript:alert(1)"}]}, "icons", "Icon 1's src must be a URI"),
+        ({"icons": [{"src": "file:///etc/passwd"}]}, "icons", "Icon 1's src must be a URI"),
         ({"meta": {"bad key": 1}}, "meta", "'bad key' is not a _meta key"),
         ({"meta": {"1.example/x": 1}}, "meta", "'1.example/x' is not a _meta key"),
         ({"meta": {"com.example/-x": 1}}, "meta", "is not a _meta key"),
