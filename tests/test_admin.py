@@ -643,6 +643,12 @@ def warnings_of(response: Any) -> list[str]:
     return [str(m) for m in response.context["messages"] if m.level_tag == "warning"]
 
 
+def bulk_delete_warnings(client: Client, model: str, rows: list[Any]) -> list[str]:
+    """The warnings of the changelist's delete action asking to delete ``rows``."""
+    action = {"action": "delete_selected", "_selected_action": [row.pk for row in rows]}
+    return warnings_of(client.post(f"/admin/mcp_app/{model}/", action))
+
+
 def test_deleting_a_resource_a_prompt_embeds_warns_before_and_after(admin_client: Client) -> None:
     resource = Resource.objects.create(server="default", uri="notes://one", name="one", text="x")
     embedded_in("brief", " notes://one ")
@@ -668,11 +674,7 @@ def test_the_bulk_delete_warns_of_each_embedded_resource(admin_client: Client) -
     two = Resource.objects.create(server="default", uri="notes://two", name="two", text="x")
     embedded_in("brief", "notes://one")
     embedded_in("elsewhere", "notes://two", server="other")  # another server's prompt
-    response = admin_client.post(
-        "/admin/mcp_app/resource/",
-        {"action": "delete_selected", "_selected_action": [one.pk, two.pk]},
-    )
-    assert warnings_of(response) == [
+    assert bulk_delete_warnings(admin_client, "resource", [one, two]) == [
         "The prompt “brief” embeds the resource notes://one; once the resource is deleted, "
         "getting the prompt fails."
     ]
@@ -725,11 +727,7 @@ def test_deleting_a_template_another_one_also_serves_gives_no_warning(
         path = f"/admin/mcp_app/resourcetemplate/{template.pk}/delete/"
         assert warnings_of(admin_client.get(path)) == []
     # Both at once: nothing serves notes://one any more.
-    response = admin_client.post(
-        "/admin/mcp_app/resourcetemplate/",
-        {"action": "delete_selected", "_selected_action": [first.pk, second.pk]},
-    )
-    assert warnings_of(response) == [
+    assert bulk_delete_warnings(admin_client, "resourcetemplate", [first, second]) == [
         "The prompt “brief” embeds the resource notes://one; once the template serving it is "
         "deleted, getting the prompt fails."
     ]

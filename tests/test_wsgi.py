@@ -230,39 +230,38 @@ def test_the_request_signals_are_not_sent_but_connections_are_let_go_of(
     assert closes == [1, 2]
 
 
-def test_a_stream_does_not_hold_the_requests_connections(
-    app: Route, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # A call's stream may last minutes (waiting for the client's answers): the request's
-    # connections are let go of before it begins, and again as it ends.
+@pytest.fixture
+def let_go(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Each time the route lets go of the request's connections once it has answered."""
     closes: list[str] = []
     original = mcp_app.wsgi.close_old_connections
     monkeypatch.setattr(
         mcp_app.wsgi, "close_old_connections", lambda: closes.append("let go") or original()
     )
+    return closes
+
+
+def start_ticking(app: Route) -> tuple[str, dict[str, str], Any]:
+    """Call "ticking", which streams its progress; the stream unread."""
     ticking_saw.clear()
     body, headers = modern_request(
         "tools/call", {"name": "ticking", "arguments": {}}, meta={"progressToken": "t"}
     )
     headers = {"Content-Type": "application/json", **headers}
-    status, names, result = start_request(
-        app, path_="/extra/mcp", body=json.dumps(body).encode(), headers=headers
-    )
+    return start_request(app, path_="/extra/mcp", body=json.dumps(body).encode(), headers=headers)
+
+
+def test_a_stream_does_not_hold_the_requests_connections(app: Route, let_go: list[str]) -> None:
+    # A call's stream may last minutes (waiting for the client's answers): the request's
+    # connections are let go of before it begins, and again as it ends.
+    status, names, result = start_ticking(app)
     assert (status, names["content-type"]) == ("200 OK", "text/event-stream")
-    assert closes == ["let go"]
+    assert let_go == ["let go"]
     result.close()
-    assert closes == ["let go", "let go"]
+    assert let_go == ["let go", "let go"]
 
 
-def test_an_answer_the_server_refuses_to_start_is_closed(
-    app: Route, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    closes: list[str] = []
-    original = mcp_app.wsgi.close_old_connections
-    monkeypatch.setattr(
-        mcp_app.wsgi, "close_old_connections", lambda: closes.append("let go") or original()
-    )
-
+def test_an_answer_the_server_refuses_to_start_is_closed(app: Route, let_go: list[str]) -> None:
     def refusing(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> None:
         raise ValueError("a header the server will not send")
 
@@ -272,7 +271,7 @@ def test_an_answer_the_server_refuses_to_start_is_closed(
     )
     with pytest.raises(ValueError, match="will not send"):
         app(request, refusing)
-    assert closes == ["let go"]
+    assert let_go == ["let go"]
 
 
 def test_the_script_name_is_the_script_prefix_in_handlers(app: Route) -> None:
@@ -323,14 +322,7 @@ def test_a_body_over_the_limit_is_413_declared_or_chunked(app: Route, mcp: Any) 
 
 
 def test_a_call_streams_its_progress_and_closing_the_stream_cancels_it(app: Route) -> None:
-    ticking_saw.clear()
-    body, headers = modern_request(
-        "tools/call", {"name": "ticking", "arguments": {}}, meta={"progressToken": "t"}
-    )
-    headers = {"Content-Type": "application/json", **headers}
-    status, names, result = start_request(
-        app, path_="/extra/mcp", body=json.dumps(body).encode(), headers=headers
-    )
+    status, names, result = start_ticking(app)
     assert status == "200 OK"
     assert names["content-type"] == "text/event-stream"
     first = next(iter(result))
