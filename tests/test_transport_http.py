@@ -201,6 +201,8 @@ def test_other_http_methods(client: Client, method: str) -> None:
         ("text/*", 200),
         ("*/*;q=0.1", 200),
         ("", 200),
+        ("text/event-stream;q=0", 406),
+        ("application/json;q=0, text/event-stream", 200),
     ],
 )
 def test_a_post_whose_accept_takes_neither_json_nor_a_stream_is_406(
@@ -326,6 +328,19 @@ def test_disallowed_host_refused(client: Client) -> None:
     response = post(client, body, headers, HTTP_HOST="evil.example.com")
     # CommonMiddleware refuses it first (400); without it, the endpoint itself does (403).
     assert response.status_code == 400
+
+
+@pytest.mark.parametrize("accept", ["application/json", "application/json, text/event-stream;q=0"])
+def test_a_client_taking_json_only_gets_its_answer_in_json_without_its_progress(
+    client: Client, accept: str
+) -> None:
+    body, headers = modern_request(
+        "tools/call", {"name": "test_tool_with_progress"}, meta={"progressToken": "p1"}
+    )
+    response = post(client, body, {**headers, "Accept": accept})
+    assert response["Content-Type"] == "application/json"
+    answer = response.json()
+    assert answer["id"] == 1 and answer["result"]["resultType"] == "complete"
 
 
 def test_progress_streams_events(client: Client) -> None:

@@ -1104,6 +1104,37 @@ def test_greet_elicits_on_the_post_stream_and_uses_the_answer(
     assert reader.until_end() == []
 
 
+@pytest.mark.parametrize("accept", ["application/json", "application/json, text/event-stream;q=0"])
+def test_a_client_taking_json_only_gets_its_answer_in_json_without_what_would_stream(
+    session: LegacySession, accept: str
+) -> None:
+    session.result_of("logging/setLevel", {"level": "info"})
+    body = {
+        "jsonrpc": "2.0",
+        "id": 4,
+        "method": "tools/call",
+        "params": {"name": "test_tool_with_progress", "_meta": {"progressToken": "tok"}},
+    }
+    response = session.post(body, Accept=accept)
+    assert response["Content-Type"] == "application/json"
+    assert response.json()["id"] == 4 and "result" in response.json()
+    logged = session.post({**body, "params": {"name": "test_tool_with_logging"}}, Accept=accept)
+    assert logged["Content-Type"] == "application/json"
+    assert tool_text(logged.json()) == "Logging test completed: sent 3 info messages."
+
+
+def test_input_cannot_be_asked_of_a_client_taking_json_only(
+    connect: Callable[..., LegacySession],
+) -> None:
+    session = connect(LATEST, {"elicitation": {}})
+    body = {"jsonrpc": "2.0", "id": 12, "method": "tools/call", "params": {"name": "greet"}}
+    response = session.post(body, Accept="application/json")
+    assert response["Content-Type"] == "application/json"
+    answer = response.json()
+    assert answer["id"] == 12 and answer["result"]["isError"] is True
+    assert "Accept header takes no event stream" in tool_text(answer)
+
+
 def test_a_call_waiting_for_its_client_holds_no_database_connection(
     connect: Callable[..., LegacySession], monkeypatch: pytest.MonkeyPatch
 ) -> None:

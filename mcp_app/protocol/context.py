@@ -68,6 +68,9 @@ class RequestContext:
         self._last_progress: float | None = None
         #: False where the client cannot be asked anything (a 2025-03-26 batch).
         self.interactive = True
+        #: False where the answer cannot be an event stream (the client's ``Accept`` takes
+        #: JSON only): notifications are left out, and the client cannot be asked anything.
+        self.streams = True
         #: Set by transports that can end the response early while the request goes on.
         self.close_hook: Callable[[], None] | None = None
         self._follows_tasks: bool | None = None

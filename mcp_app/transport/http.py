@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import sys
@@ -133,8 +134,12 @@ class Call:
         return Event(message, self.log.append(message) if self.log is not None else None)
 
     def run(self, emit: Callable[[Event], None]) -> tuple[int, Event]:
-        self.ctx.emit = lambda message: emit(self.event(message))
-        if self.log is not None and self.retry_ms is not None:
+        if not self.ctx.streams:
+            # Answered in JSON: what would have gone before the answer is left out.
+            self.ctx.emit = _left_out
+        else:
+            self.ctx.emit = lambda message: emit(self.event(message))
+        if self.ctx.streams and self.log is not None and self.retry_ms is not None:
             # Only a stream that opened with a priming event can be let go of and resumed.
 
             def close() -> None:
@@ -165,6 +170,10 @@ class Call:
 
     def cancel(self) -> None:
         self.ctx.cancelled.set()
+
+
+def _left_out(message: JSON) -> None:
+    pass
 
 
 def one_at_a_time(request: Any) -> bool:
@@ -219,20 +228,57 @@ def _host_name(host: str) -> str:
 
 #: Media ranges of an ``Accept`` header that take a JSON answer or an event stream.
 _ANSWERABLE = frozenset({"application/json", "text/event-stream", "*/*", "application/*", "text/*"})
+#: Those that take an event stream.
+_STREAMABLE = frozenset({"text/event-stream", "text/*", "*/*"})
+
+
+def accepted(headers: Mapping[str, str]) -> frozenset[str] | None:
+    """The media ranges the request's ``Accept`` takes (``q=0`` refuses one), lower-case and
+    without parameters; ``None`` when it sends none, which takes anything."""
+    accept = headers.get("accept")
+    if accept is None or not accept.strip():
+        return None
+    return _ranges(accept)
+
+
+# Clients send the same few values again and again; the cache is bounded, whatever they send.
+@functools.lru_cache(maxsize=256)
+def _ranges(accept: str) -> frozenset[str]:
+    ranges = set()
+    for part in accept.split(","):
+        media, *parameters = part.split(";")
+        if not any(_refused(parameter) for parameter in parameters):
+            ranges.add(media.strip().lower())
+    return frozenset(ranges)
+
+
+def _refused(parameter: str) -> bool:
+    name, _, value = parameter.partition("=")
+    if name.strip().lower() != "q":
+        return False
+    try:
+        return float(value.strip()) == 0
+    except ValueError:
+        return False
+
+
+def takes_stream(headers: Mapping[str, str]) -> bool:
+    """Whether the answer to a POST may be an event stream: the spec has clients accept one,
+    but a client that takes JSON only is answered in JSON (its notifications left out)."""
+    ranges = accepted(headers)
+    return ranges is None or bool(ranges & _STREAMABLE)
 
 
 def unfit_post(headers: Mapping[str, str]) -> Reply | None:
     """406 for a POST whose ``Accept`` takes neither JSON nor an event stream, 415 for one whose
     body is declared as something other than JSON; ``None`` if neither (a header left out is
     not held against the client)."""
-    accept = headers.get("accept")
-    if accept is not None and accept.strip():
-        ranges = {part.split(";")[0].strip().lower() for part in accept.split(",")}
-        if not ranges & _ANSWERABLE:
-            refusal = InvalidRequest(
-                "Not Acceptable: the answer is application/json or text/event-stream"
-            )
-            return error_reply(None, refusal, 406)
+    ranges = accepted(headers)
+    if ranges is not None and not ranges & _ANSWERABLE:
+        refusal = InvalidRequest(
+            "Not Acceptable: the answer is application/json or text/event-stream"
+        )
+        return error_reply(None, refusal, 406)
     content_type = headers.get("content-type")
     if content_type is not None and content_type.strip():
         media = content_type.split(";")[0].strip().lower()
@@ -385,7 +431,8 @@ class Endpoint:
         def run(ctx: RequestContext) -> tuple[int, JSON | None]:
             return self.modern_call(req, ctx, catalog)
 
-        if req.progress_token is not None or req.log_level is not None:
+        ctx.streams = takes_stream(incoming.headers)
+        if ctx.streams and (req.progress_token is not None or req.log_level is not None):
             return Reply(200, call=Call(run, ctx, req.id))
         # Not a Call: only its client leaving cancels it (then there is no message to send).
         if incoming.departure is not None:

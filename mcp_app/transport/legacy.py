@@ -569,7 +569,7 @@ class LegacyEndpoint:
             tell(self.server.channel(f"session:{session.id}"), {"cancel": params["requestId"]})
 
     def request(self, message: JSON, session: sessions.SessionData, incoming: Incoming) -> Reply:
-        from .http import Call, Reply
+        from .http import Call, Reply, takes_stream
 
         request_id, method = message["id"], message["method"]
         params = message.get("params") or {}
@@ -594,6 +594,7 @@ class LegacyEndpoint:
         if bad is not None:
             return Reply(200, _error(request_id, bad))
         ctx = self.context(session, method, params, incoming.user, incoming.request)
+        ctx.streams = takes_stream(incoming.headers)
         catalog = self.server.catalog()
 
         log = StreamLog(self.server, session.id)
@@ -813,6 +814,11 @@ class LegacyEndpoint:
         if not ctx.interactive:
             return InternalError(
                 "Input cannot be asked for inside a batch; send the request on its own"
+            )
+        if not ctx.streams:
+            return InternalError(
+                "Input cannot be asked for: the request's Accept header takes no event stream, "
+                "which the server's requests to the client are sent on"
             )
         if one_at_a_time(ctx.request):
             # The answer would come in a request of its own, which waits behind this one.
