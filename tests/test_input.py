@@ -426,6 +426,30 @@ def test_a_multi_select_field_is_beyond_2025_06_18(kind: Any) -> None:
     assert revision_problem(asked.requests, "2025-11-25") is None
 
 
+@pytest.mark.parametrize(
+    ("ref", "defs"),
+    [
+        ("#/$defs/picks", {"picks": {"type": "array", "items": {"type": "string"}}}),
+        # A chain of references, and a pointer escaping "/" as "~1" and percent-encoded.
+        ("#/$defs/a~1b", {"a/b": {"$ref": "#/$defs/picks"}, "picks": {"type": ["array"]}}),
+        ("#/$defs/two%20words", {"two words": {"type": "array"}}),
+    ],
+)
+def test_a_multi_select_field_given_by_reference_is_beyond_2025_06_18(
+    ref: str, defs: dict[str, Any]
+) -> None:
+    form = {"properties": {"picked": {"$ref": ref}}, "$defs": defs}
+    asked = input_required({"pick": elicit("Which?", form)})
+    assert "'picked' is a multi-select" in (revision_problem(asked.requests, "2025-06-18") or "")
+    assert revision_problem(asked.requests, "2025-11-25") is None
+
+
+def test_a_field_referring_to_a_single_value_is_no_multi_select() -> None:
+    form = {"properties": {"name": {"$ref": "#/$defs/name"}}, "$defs": {"name": {"type": "string"}}}
+    asked = input_required({"who": elicit("Who?", form)})
+    assert revision_problem(asked.requests, "2025-06-18") is None
+
+
 def test_input_required_refuses_a_form_whose_schema_is_no_schema() -> None:
     with pytest.raises(ValueError, match="input request 'name' asks for a form whose"):
         input_required({"name": elicit("Name?", {"type": "object", "properties": 3})})
