@@ -638,12 +638,12 @@ def test_a_second_server_is_served_at_its_own_path(app: Route) -> None:
 # -- refusals --------------------------------------------------------------------------------------
 
 
-def test_a_disallowed_host_is_refused_with_a_json_rpc_403(
+def test_a_disallowed_host_is_refused_with_a_json_rpc_400_as_django_does(
     routed: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level("ERROR", logger="django.security.DisallowedHost"):
         done = mcp_call(routed, "tools/list", host="evil.example.com")
-    assert done.status == 403
+    assert done.status == 400
     # Logged as Django logs it, for a site's alerting.
     assert [r.name for r in caplog.records] == ["django.security.DisallowedHost"]
     assert "evil.example.com" in caplog.records[0].getMessage()
@@ -934,7 +934,7 @@ def test_a_disallowed_host_is_refused_before_login_required_middleware_redirects
     ]
     with override_settings(MIDDLEWARE=login_required), caplog.at_level("ERROR"):
         done = mcp_call(routed, "tools/list", path_="/extra/mcp", host="evil.example.com")
-    assert done.status == 403
+    assert done.status == 400
     assert done.json()["error"] == {"code": -32600, "message": "Host not allowed"}
     assert [r.name for r in caplog.records] == ["django.security.DisallowedHost"]
 

@@ -1218,5 +1218,5 @@ def test_a_host_outside_allowed_hosts_is_refused(settings: Any) -> None:
     # CommonMiddleware refuses it first (400); without it, the endpoint answers JSON-RPC.
     settings.MIDDLEWARE = [m for m in settings.MIDDLEWARE if not m.endswith("CommonMiddleware")]
     response = post("tools/list", headers={"Host": "evil.example"})
-    assert response.status_code == 403
+    assert response.status_code == 400
     assert response.json()["error"]["message"] == "Host not allowed"

@@ -257,7 +257,7 @@ def incoming(
     except DisallowedHost as exc:
         # Logged where Django logs it, so a site's alerting on the security loggers sees it.
         logging.getLogger("django.security.DisallowedHost").error(
-            str(exc), extra={"status_code": 403, "request": request}
+            str(exc), extra={"status_code": 400, "request": request}
         )
         return None
     try:
@@ -345,7 +345,8 @@ def to_response(reply: Reply) -> HttpResponse:
 
 
 def host_refused_reply() -> Reply:
-    return Reply(403, jsonrpc.error_response(None, jsonrpc.InvalidRequest("Host not allowed")))
+    # 400, as Django answers ``DisallowedHost``, whichever of the two refuses it first.
+    return Reply(400, jsonrpc.error_response(None, jsonrpc.InvalidRequest("Host not allowed")))
 
 
 def endpoint_reply(
