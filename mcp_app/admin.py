@@ -8,10 +8,11 @@ from typing import Any, ClassVar
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ERROR_FLAG
+from django.contrib.auth.models import Group, Permission
 from django.core.exceptions import ValidationError
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import models, transaction
-from django.db.models import QuerySet
+from django.db import models, router, transaction
+from django.db.models import Count, Q, QuerySet
 from django.forms import ModelMultipleChoiceField
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.utils.html import format_html
@@ -20,6 +21,7 @@ from . import playground, rows
 from .exceptions import DefinitionError
 from .forms import CodeTextarea, JSONTextarea, PrettyJSONField, RowForm
 from .models import (
+    ROW_MODELS,
     Definition,
     Prompt,
     PromptArgument,
@@ -437,6 +439,82 @@ class PromptAdmin(DefinitionAdmin):
         super().save_formset(request, form, formset, change)
 
 
+# -- deleting a group or permission that alone restricts rows -----------------------------
+
+
+def _orphan_warnings(objs: list[Any]) -> list[str]:
+    """What deleting ``objs`` (groups, or permissions) at once disables: each enabled row they
+    restrict with no group and no permission left once they are all gone."""
+    if not objs:
+        return []
+    deleted = objs[0]._meta
+    field = "groups" if deleted.label_lower == "auth.group" else "permissions"
+    other = "permissions" if field == "groups" else "groups"
+    going = [obj.pk for obj in objs]
+    using = objs[0]._state.db or router.db_for_write(type(objs[0]))
+    found = []
+    # The models rows.connect_access_signals watches, whose deletion receivers disable orphans.
+    for model in ROW_MODELS:
+        manager = model._default_manager.using(using)
+        restricted = manager.filter(**{f"{field}__in": going}).values("pk")
+        orphans = (
+            manager.filter(pk__in=restricted, enabled=True)
+            # rows.py's _close_orphans counts the links left after the deletion; before it,
+            # those to the objects going are not counted.
+            .annotate(
+                _kept=Count(field, filter=~Q(**{f"{field}__in": going})),
+                _others=Count(other),
+            )
+            .filter(_kept=0, _others=0)
+            # All the links an orphan has are to objects going: the ones to name.
+            .prefetch_related(field)
+            .order_by("server", "name", "pk")
+        )
+        for row in orphans:
+            names = sorted(str(obj) for obj in getattr(row, field).all())
+            listed = ", ".join(f"“{name}”" for name in names)
+            one = len(names) == 1
+            found.append(
+                f"Only the {deleted.verbose_name if one else deleted.verbose_name_plural} "
+                f"{listed} {'restricts' if one else 'restrict'} the {model._meta.verbose_name} "
+                f"“{row}”: once {'it is' if one else 'they are'} deleted, the row is disabled "
+                "rather than opened to everyone."
+            )
+    return found
+
+
+class AccessDeleteWarnings(admin.ModelAdmin):  # type: ignore[type-arg]
+    """Mixed into the admin of Group or Permission: its delete confirmation warns of the rows
+    the deletion disables (rows.py disables them rather than open them to everyone)."""
+
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> Any:
+        # As ResourceAdmin's: on the page that asks, and on the one after.
+        for text in _orphan_warnings(list(objs)):
+            messages.warning(request, text)
+        return super().get_deleted_objects(objs, request)
+
+
+def add_access_delete_warnings(site: admin.AdminSite) -> None:
+    """Mix ``AccessDeleteWarnings`` into the Group and Permission admins ``site`` has (if any).
+
+    The admin registered stays in charge of the rest: a site's own subclass keeps its
+    behaviour. Idempotent; an admin registered after this call is left as it is.
+    """
+    for model in (Group, Permission):
+        if not site.is_registered(model):
+            continue
+        registered = type(site.get_model_admin(model))
+        if issubclass(registered, AccessDeleteWarnings):
+            continue
+        wrapped: type[AccessDeleteWarnings] = type(
+            registered.__name__,
+            (AccessDeleteWarnings, registered),
+            {"__module__": __name__, "__doc__": registered.__doc__},
+        )
+        site.unregister(model)
+        site.register(model, wrapped)
+
+
 # -- the audit trail ---------------------------------------------------------------------
 
 
@@ -554,3 +632,5 @@ class TaskAdmin(AppAdmin):
 
 # The playground's pages under <admin>/mcp_app/playground/ (mcp_app.playground).
 playground.install(admin.site)
+# django.contrib.auth's GroupAdmin (or a site's own, registered before this module is imported).
+add_access_delete_warnings(admin.site)

@@ -996,9 +996,12 @@ class ToolCall(models.Model):
         return f"{self.method} {self.name} by {self.caller_id} ({self.outcome})"
 
 
+#: The definition rows that groups and permissions restrict.
+ROW_MODELS: tuple[type[Definition], ...] = (Tool, Resource, ResourceTemplate, Prompt)
+
 # Access edits made without saving the row (``tool.groups.add(group)``, deleting a group)
 # change the catalog too.
-rows.connect_access_signals((Tool, Resource, ResourceTemplate, Prompt))
+rows.connect_access_signals(ROW_MODELS)
 
 
 # -- tasks -----------------------------------------------------------------------------------

@@ -6,11 +6,18 @@ import json
 from typing import Any
 
 import pytest
+from django.contrib import admin, messages
+from django.contrib.admin import AdminSite
+from django.contrib.auth.admin import GroupAdmin
+from django.contrib.auth.models import Group, Permission
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.http import HttpRequest
 from django.test import Client
+from django.urls import path as route  # "path" names the test pages' URLs below
 
 import mcp_app
 from mcp_app import rows
+from mcp_app.admin import AccessDeleteWarnings, add_access_delete_warnings
 from mcp_app.models import Prompt, PromptArgument, PromptMessage, Resource, ResourceTemplate, Tool
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -643,10 +650,12 @@ def warnings_of(response: Any) -> list[str]:
     return [str(m) for m in response.context["messages"] if m.level_tag == "warning"]
 
 
-def bulk_delete_warnings(client: Client, model: str, rows: list[Any]) -> list[str]:
+def bulk_delete_warnings(
+    client: Client, model: str, rows: list[Any], app: str = "mcp_app"
+) -> list[str]:
     """The warnings of the changelist's delete action asking to delete ``rows``."""
     action = {"action": "delete_selected", "_selected_action": [row.pk for row in rows]}
-    return warnings_of(client.post(f"/admin/mcp_app/{model}/", action))
+    return warnings_of(client.post(f"/admin/{app}/{model}/", action))
 
 
 def test_deleting_a_resource_a_prompt_embeds_warns_before_and_after(admin_client: Client) -> None:
@@ -738,3 +747,137 @@ def test_deleting_a_resource_no_prompt_embeds_gives_no_warning(admin_client: Cli
     response = admin_client.get(f"/admin/mcp_app/resource/{resource.pk}/delete/")
     assert response.status_code == 200
     assert warnings_of(response) == []
+
+
+# -- deleting a group or permission that alone restricts rows ------------------------------
+
+
+def template_tool(name: str = "welcome", **fields: Any) -> Tool:
+    return Tool.objects.create(name=name, handler="template", config={"template": "x"}, **fields)
+
+
+def test_deleting_the_group_that_alone_restricts_a_row_warns_before_and_after(
+    admin_client: Client,
+) -> None:
+    staff = Group.objects.create(name="staff")
+    tool = template_tool()
+    tool.groups.add(staff)
+    template_tool("open")  # restricted by nothing: no business of this deletion
+    path = f"/admin/auth/group/{staff.pk}/delete/"
+    expected = [
+        "Only the group “staff” restricts the MCP tool “welcome (default)”: once it is deleted, "
+        "the row is disabled rather than opened to everyone."
+    ]
+
+    assert warnings_of(admin_client.get(path)) == expected
+
+    done = admin_client.post(path, {"post": "yes"}, follow=True)
+    assert not Group.objects.filter(pk=staff.pk).exists()
+    assert warnings_of(done) == expected
+    tool.refresh_from_db()
+    assert not tool.enabled
+
+
+def test_the_bulk_delete_of_a_group_warns_of_each_row_it_alone_restricts(
+    admin_client: Client,
+) -> None:
+    staff = Group.objects.create(name="staff")
+    for row in (
+        Resource.objects.create(uri="notes://one", name="one", text="x"),
+        ResourceTemplate.objects.create(name="notes", uri_template="notes://{topic}", text="x"),
+        Prompt.objects.create(server="other", name="brief"),
+    ):
+        row.groups.add(staff)
+    assert bulk_delete_warnings(admin_client, "group", [staff], app="auth") == [
+        "Only the group “staff” restricts the MCP resource “notes://one (default)”: once it is "
+        "deleted, the row is disabled rather than opened to everyone.",
+        "Only the group “staff” restricts the MCP resource template “notes (default)”: once it "
+        "is deleted, the row is disabled rather than opened to everyone.",
+        "Only the group “staff” restricts the MCP prompt “brief (other)”: once it is deleted, "
+        "the row is disabled rather than opened to everyone.",
+    ]
+
+
+def test_a_row_also_restricted_by_another_group_or_a_permission_gives_no_warning(
+    admin_client: Client,
+) -> None:
+    staff = Group.objects.create(name="staff")
+    editors = Group.objects.create(name="editors")
+    template_tool("alone").groups.add(staff)
+    template_tool("shared").groups.add(staff, editors)
+    prompt = Prompt.objects.create(name="brief")
+    prompt.groups.add(staff)
+    prompt.permissions.add(Permission.objects.get(codename="view_tool"))
+    expected = [
+        "Only the group “staff” restricts the MCP tool “alone (default)”: once it is deleted, "
+        "the row is disabled rather than opened to everyone."
+    ]
+    assert warnings_of(admin_client.get(f"/admin/auth/group/{staff.pk}/delete/")) == expected
+    assert bulk_delete_warnings(admin_client, "group", [staff], app="auth") == expected
+
+
+def test_a_disabled_row_gives_no_warning(admin_client: Client) -> None:
+    staff = Group.objects.create(name="staff")
+    template_tool("off", enabled=False).groups.add(staff)
+    template_tool("on").groups.add(staff)
+    assert warnings_of(admin_client.get(f"/admin/auth/group/{staff.pk}/delete/")) == [
+        "Only the group “staff” restricts the MCP tool “on (default)”: once it is deleted, "
+        "the row is disabled rather than opened to everyone."
+    ]
+
+
+def test_groups_deleted_together_warn_of_a_row_they_restrict_together(
+    admin_client: Client,
+) -> None:
+    a = Group.objects.create(name="a")
+    b = Group.objects.create(name="b")
+    Prompt.objects.create(name="brief").groups.add(a, b)
+    # One of them: the other still restricts the row.
+    assert warnings_of(admin_client.get(f"/admin/auth/group/{a.pk}/delete/")) == []
+    assert bulk_delete_warnings(admin_client, "group", [a, b], app="auth") == [
+        "Only the groups “a”, “b” restrict the MCP prompt “brief (default)”: once they are "
+        "deleted, the row is disabled rather than opened to everyone."
+    ]
+
+
+class SiteGroupAdmin(GroupAdmin):
+    """A site's own Group admin, registered before mcp_app's admin is imported."""
+
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> Any:
+        messages.info(request, "The site's own check ran.")
+        return super().get_deleted_objects(objs, request)
+
+
+# A site of the test's own: Permission registered (the default site leaves it out) and Group
+# by the site's own admin, each then given the warnings as mcp_app.admin gives admin.site's.
+access_site = AdminSite(name="access")
+access_site.register(Group, SiteGroupAdmin)
+access_site.register(Permission)
+add_access_delete_warnings(access_site)
+urlpatterns = [route("admin/", admin.site.urls), route("access/", access_site.urls)]
+
+
+@pytest.mark.urls(__name__)
+def test_a_permission_admin_and_a_sites_own_group_admin_warn_too(admin_client: Client) -> None:
+    staff = Group.objects.create(name="staff")
+    view_tool = Permission.objects.get(codename="view_tool")
+    template_tool().permissions.add(view_tool)
+    Prompt.objects.create(name="brief").groups.add(staff)
+
+    asking = admin_client.get(f"/access/auth/permission/{view_tool.pk}/delete/")
+    assert warnings_of(asking) == [
+        f"Only the permission “{view_tool}” restricts the MCP tool “welcome (default)”: once it "
+        "is deleted, the row is disabled rather than opened to everyone."
+    ]
+
+    asking = admin_client.get(f"/access/auth/group/{staff.pk}/delete/")
+    assert warnings_of(asking) == [
+        "Only the group “staff” restricts the MCP prompt “brief (default)”: once it is "
+        "deleted, the row is disabled rather than opened to everyone."
+    ]
+    # The site's admin keeps its own behaviour, and is wrapped once however often asked.
+    assert "The site's own check ran." in [str(m) for m in asking.context["messages"]]
+    wrapped = type(access_site.get_model_admin(Group))
+    assert issubclass(wrapped, SiteGroupAdmin) and issubclass(wrapped, AccessDeleteWarnings)
+    add_access_delete_warnings(access_site)
+    assert type(access_site.get_model_admin(Group)) is wrapped
