@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote
 
 from .protocol.jsonrpc import InvalidParams
-from .schema import SchemaError, check_schema, format_problems, validate
+from .schema import SchemaError, check_schema, format_problems, in_place, validate
 
 __all__ = ["InputRequired", "elicit", "elicit_url", "input_required", "roots", "sample"]
 
@@ -159,38 +158,12 @@ def revision_problem(requests: Mapping[str, JSON], version: str) -> str | None:
         form = form_schema(request) or {}
         fields = form.get("properties")
         for name, spec in (fields if isinstance(fields, dict) else {}).items():
-            if any(_lists(step) for step in _chain(spec, form)):
+            if any(_lists(applied) for applied in in_place(form, spec)):
                 return (
                     f"The form's field {name!r} is a multi-select list, which the client's "
                     f"protocol revision ({version}) has no words for"
                 )
     return None
-
-
-#: Most ``$ref`` hops followed from one field (a loop ends there too).
-REF_HOPS = 32
-
-
-def _chain(spec: Any, form: Mapping[str, Any]) -> Iterator[Any]:
-    """``spec`` and what its ``$ref`` chain within ``form`` leads to, hop by hop (a JSON
-    pointer such as ``#/$defs/colors``); it stops at a reference that leaves the form or
-    names nothing."""
-    for _ in range(REF_HOPS):
-        yield spec
-        ref = spec.get("$ref") if isinstance(spec, dict) else None
-        if not isinstance(ref, str) or not ref.startswith("#"):
-            return
-        target: Any = form
-        pointer = unquote(ref[1:])
-        for token in pointer.split("/")[1:] if pointer else []:
-            token = token.replace("~1", "/").replace("~0", "~")
-            if isinstance(target, dict) and token in target:
-                target = target[token]
-            elif isinstance(target, list) and token.isdigit() and int(token) < len(target):
-                target = target[int(token)]
-            else:
-                return
-        spec = target
 
 
 def input_required(requests: Mapping[str, JSON] | None = None, state: Any = None) -> InputRequired:

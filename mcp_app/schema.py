@@ -902,6 +902,55 @@ def _check_loops(schema: Schema, cls: Any) -> None:
             raise SchemaError(_LOOP, pointer)
 
 
+def in_place(schema: Schema, subschema: Any) -> Iterator[Mapping[str, Any]]:
+    """``subschema`` (found by identity within ``schema``) and every subschema a value it
+    accepts must or may match too: where its references lead (``$ref`` to a pointer, an
+    anchor, an ``$id``), its ``allOf``/``anyOf``/``oneOf`` and ``then``/``else``, and theirs,
+    each once. Not ``not`` or ``if``, which a value need not match.
+
+    Nothing when ``subschema`` is not in ``schema``; a reference that does not resolve is
+    not followed.
+    """
+    cls = _validator_class(schema)
+    specification = specification_with(cls.META_SCHEMA.get("$schema", ""))
+    found = next(
+        (pair for pair in _subresources(schema, specification) if pair[1].contents is subschema),
+        None,
+    )
+    if found is None:
+        return
+
+    def resource(contents: Any) -> Any:
+        return Resource.from_contents(contents, default_specification=specification)
+
+    seen: set[int] = set()
+    stack = [found]
+    while stack:
+        resolver, current = stack.pop()
+        contents = current.contents
+        if id(contents) in seen or not isinstance(contents, Mapping):
+            continue
+        seen.add(id(contents))
+        yield contents
+        ref = contents.get("$ref")
+        if isinstance(ref, str):
+            try:
+                resolved = resolver.lookup(ref)
+            except Unresolvable:
+                pass
+            else:
+                stack.append((resolved.resolver, resource(resolved.contents)))
+            if cls in _REF_ALONE:
+                continue
+        subschemas = [contents[k] for k in ("then", "else") if "if" in contents and k in contents]
+        for keyword in _IN_PLACE_LIST:
+            if isinstance(contents.get(keyword), list):
+                subschemas.extend(contents[keyword])
+        for sub in subschemas:
+            child = resource(sub)
+            stack.append((resolver.in_subresource(child), child))
+
+
 class _LoopWalk:
     """Depth-first walks of the in-place keywords of one schema (see ``_check_loops``)."""
 

@@ -426,26 +426,61 @@ def test_a_multi_select_field_is_beyond_2025_06_18(kind: Any) -> None:
     assert revision_problem(asked.requests, "2025-11-25") is None
 
 
+def _chain_of(hops: int) -> dict[str, Any]:
+    """A field reaching a list through ``hops`` references in a row."""
+    defs: dict[str, Any] = {f"d{i}": {"$ref": f"#/$defs/d{i + 1}"} for i in range(hops)}
+    defs[f"d{hops}"] = {"type": "array"}
+    return {"properties": {"picked": {"$ref": "#/$defs/d0"}}, "$defs": defs}
+
+
+PICKS = {"type": "array", "items": {"type": "string"}}
+
+
 @pytest.mark.parametrize(
-    ("ref", "defs"),
+    "form",
     [
-        ("#/$defs/picks", {"picks": {"type": "array", "items": {"type": "string"}}}),
-        # A chain of references, and a pointer escaping "/" as "~1" and percent-encoded.
-        ("#/$defs/a~1b", {"a/b": {"$ref": "#/$defs/picks"}, "picks": {"type": ["array"]}}),
-        ("#/$defs/two%20words", {"two words": {"type": "array"}}),
+        {"properties": {"picked": {"$ref": "#/$defs/picks"}}, "$defs": {"picks": PICKS}},
+        # A chain of references, and pointers escaping "/" as "~1" and percent-encoded.
+        {
+            "properties": {"picked": {"$ref": "#/$defs/a~1b"}},
+            "$defs": {"a/b": {"$ref": "#/$defs/two%20words"}, "two words": {"type": ["array"]}},
+        },
+        # An anchor, and a reference by the form's $id.
+        {
+            "properties": {"picked": {"$ref": "#picks"}},
+            "$defs": {"p": {"$anchor": "picks", **PICKS}},
+        },
+        {
+            "$id": "urn:form",
+            "properties": {"picked": {"$ref": "urn:form#/$defs/picks"}},
+            "$defs": {"picks": PICKS},
+        },
+        _chain_of(40),
+        # A list among the schemas the value must or may match.
+        {
+            "properties": {"picked": {"allOf": [{"$ref": "#/$defs/picks"}]}},
+            "$defs": {"picks": PICKS},
+        },
+        {"properties": {"picked": {"anyOf": [{"type": "string"}, PICKS]}}},
     ],
 )
-def test_a_multi_select_field_given_by_reference_is_beyond_2025_06_18(
-    ref: str, defs: dict[str, Any]
-) -> None:
-    form = {"properties": {"picked": {"$ref": ref}}, "$defs": defs}
+def test_a_multi_select_field_given_by_reference_is_beyond_2025_06_18(form: dict[str, Any]) -> None:
     asked = input_required({"pick": elicit("Which?", form)})
     assert "'picked' is a multi-select" in (revision_problem(asked.requests, "2025-06-18") or "")
     assert revision_problem(asked.requests, "2025-11-25") is None
 
 
-def test_a_field_referring_to_a_single_value_is_no_multi_select() -> None:
-    form = {"properties": {"name": {"$ref": "#/$defs/name"}}, "$defs": {"name": {"type": "string"}}}
+@pytest.mark.parametrize(
+    "field",
+    [
+        {"$ref": "#/$defs/name"},
+        # What a value need not match does not make it a list.
+        {"type": "string", "not": {"type": "array"}},
+        {"type": "string", "if": {"type": "array"}, "then": {"minItems": 1}},
+    ],
+)
+def test_a_field_of_a_single_value_is_no_multi_select(field: dict[str, Any]) -> None:
+    form = {"properties": {"name": field}, "$defs": {"name": {"type": "string"}}}
     asked = input_required({"who": elicit("Who?", form)})
     assert revision_problem(asked.requests, "2025-06-18") is None
 

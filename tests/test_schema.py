@@ -20,6 +20,7 @@ from mcp_app.schema import (
     Validator,
     check_schema,
     format_problems,
+    in_place,
     incompatible,
     is_valid_schema,
     validate,
@@ -1279,3 +1280,40 @@ def test_a_schema_of_many_anchors_is_checked_in_linear_time() -> None:
     check_schema(schema)
     assert time.monotonic() - started < 5
     assert validate(schema, {"x": {"x": "s"}}) == [Problem("/x/x", "expected object, got string")]
+
+
+def test_in_place_follows_references_and_the_combinators_a_value_matches() -> None:
+    listed = {"type": "array"}
+    named = {"$anchor": "named", "type": "string"}
+    field = {"allOf": [{"$ref": "#/$defs/chain"}], "not": {"type": "null"}}
+    schema = {
+        "properties": {"f": field, "other": {"type": "integer"}},
+        "$defs": {
+            "chain": {"$ref": "#named", "if": {"minLength": 1}, "then": {"anyOf": [listed]}},
+            "named": named,
+        },
+    }
+    found = list(in_place(schema, field))
+    assert found[0] is field
+    assert {id(s) for s in found} == {
+        id(field),
+        id(field["allOf"][0]),
+        id(schema["$defs"]["chain"]),
+        id(schema["$defs"]["chain"]["then"]),
+        id(listed),
+        id(named),
+    }
+    # A subschema that is not in the schema, and a loop, each met once.
+    assert list(in_place(schema, {"type": "array"})) == []
+    looped = {"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}}
+    assert len(list(in_place(looped, looped["$defs"]["a"]))) == 2
+
+
+def test_in_place_in_a_draft_7_schema_ignores_what_stands_beside_a_ref() -> None:
+    field = {"$ref": "#/definitions/s", "anyOf": [{"type": "array"}]}
+    schema = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "properties": {"f": field},
+        "definitions": {"s": {"type": "string"}},
+    }
+    assert list(in_place(schema, field)) == [field, schema["definitions"]["s"]]
