@@ -203,6 +203,10 @@ def test_other_http_methods(client: Client, method: str) -> None:
         ("", 200),
         ("text/event-stream;q=0", 406),
         ("application/json;q=0, text/event-stream", 200),
+        # The most specific range weighs a type, whatever a wildcard says.
+        ("*/*, application/json;q=0, text/event-stream;q=0", 406),
+        ("application/json;q=0, application/*", 406),
+        ("Application/JSON", 200),
     ],
 )
 def test_a_post_whose_accept_takes_neither_json_nor_a_stream_is_406(
@@ -330,7 +334,15 @@ def test_disallowed_host_refused(client: Client) -> None:
     assert response.status_code == 400
 
 
-@pytest.mark.parametrize("accept", ["application/json", "application/json, text/event-stream;q=0"])
+@pytest.mark.parametrize(
+    "accept",
+    [
+        "application/json",
+        "application/json, text/event-stream;q=0",
+        "*/*, text/event-stream;q=0",
+        "application/json, text/*, text/event-stream;q=0",
+    ],
+)
 def test_a_client_taking_json_only_gets_its_answer_in_json_without_its_progress(
     client: Client, accept: str
 ) -> None:
@@ -341,6 +353,16 @@ def test_a_client_taking_json_only_gets_its_answer_in_json_without_its_progress(
     assert response["Content-Type"] == "application/json"
     answer = response.json()
     assert answer["id"] == 1 and answer["result"]["resultType"] == "complete"
+
+
+def test_a_listen_stream_is_not_acceptable_to_a_client_taking_json_only(client: Client) -> None:
+    body, headers = modern_request(
+        "subscriptions/listen", {"notifications": {"toolsListChanged": True}}, request_id=5
+    )
+    response = post(client, body, {**headers, "Accept": "application/json"})
+    assert response.status_code == 406
+    assert response.json()["id"] == 5
+    assert "Accept header does not take" in response.json()["error"]["message"]
 
 
 def test_progress_streams_events(client: Client) -> None:

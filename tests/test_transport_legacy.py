@@ -817,9 +817,19 @@ def test_foreign_origin_is_refused_on_post_in_a_session(session: LegacySession) 
     assert response.status_code == 403
 
 
-def test_get_without_event_stream_in_accept_is_406(session: LegacySession) -> None:
-    response = session.client.get("/mcp", headers=session.headers(Accept="application/json"))
+@pytest.mark.parametrize(
+    "accept", ["application/json", "text/event-stream;q=0", "*/*, text/event-stream;q=0"]
+)
+def test_get_without_event_stream_in_accept_is_406(session: LegacySession, accept: str) -> None:
+    response = session.client.get("/mcp", headers=session.headers(Accept=accept))
     assert response.status_code == 406
+
+
+@pytest.mark.parametrize("accept", ["text/*", "Text/Event-Stream", "*/*;q=0.5"])
+def test_get_with_any_range_taking_an_event_stream_opens_it(
+    session: LegacySession, accept: str
+) -> None:
+    session.listen(Accept=accept)
 
 
 # -- session methods --------------------------------------------------------------------------
@@ -1104,7 +1114,15 @@ def test_greet_elicits_on_the_post_stream_and_uses_the_answer(
     assert reader.until_end() == []
 
 
-@pytest.mark.parametrize("accept", ["application/json", "application/json, text/event-stream;q=0"])
+@pytest.mark.parametrize(
+    "accept",
+    [
+        "application/json",
+        "application/json, text/event-stream;q=0",
+        # The most specific range weighs a type, whatever a wildcard says.
+        "*/*, text/event-stream;q=0",
+    ],
+)
 def test_a_client_taking_json_only_gets_its_answer_in_json_without_what_would_stream(
     session: LegacySession, accept: str
 ) -> None:
@@ -1121,6 +1139,41 @@ def test_a_client_taking_json_only_gets_its_answer_in_json_without_what_would_st
     logged = session.post({**body, "params": {"name": "test_tool_with_logging"}}, Accept=accept)
     assert logged["Content-Type"] == "application/json"
     assert tool_text(logged.json()) == "Logging test completed: sent 3 info messages."
+
+
+def test_a_cancelled_call_of_a_client_taking_json_only_ends_without_a_stream(
+    session: LegacySession, temporary: Callable[..., None]
+) -> None:
+    from mcp_app.models import StreamEvent
+
+    running = threading.Event()
+
+    def hold_until_cancelled(arguments: JSON, context: RequestContext) -> str:
+        running.set()
+        context.cancelled.wait(WAIT)
+        return "stopped"
+
+    temporary("tool", hold_until_cancelled, name="hold_until_cancelled")
+    body = {
+        "jsonrpc": "2.0",
+        "id": 13,
+        "method": "tools/call",
+        "params": {"name": "hold_until_cancelled"},
+    }
+    answers: list[Any] = []
+    posting = threading.Thread(
+        target=lambda: answers.append(session.post(body, Accept="application/json"))
+    )
+    posting.start()
+    assert running.wait(WAIT)
+    assert session.notify("notifications/cancelled", {"requestId": 13}).status_code == 202
+    posting.join(WAIT)
+    (response,) = answers
+    # No response to the request the client cancelled, and no stream it did not take.
+    assert response.status_code == 200
+    assert response.content == b"" and "Content-Type" not in response
+    # Nothing kept to resume: the client was given no stream.
+    assert not StreamEvent.objects.filter(session_id=session.id).exists()
 
 
 def test_input_cannot_be_asked_of_a_client_taking_json_only(

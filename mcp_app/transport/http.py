@@ -154,7 +154,11 @@ class Call:
             # Cancelled by the client: no response. A stream the client has an event id of
             # (it streamed, or opens with a priming event) records where it ends, so a
             # client resuming it does not wait for one.
-            if self.log is not None and (self.streaming or self.retry_ms is not None):
+            if (
+                self.ctx.streams
+                and self.log is not None
+                and (self.streaming or self.retry_ms is not None)
+            ):
                 try:
                     self.log.end()
                 except Exception:
@@ -226,55 +230,58 @@ def _host_name(host: str) -> str:
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
-#: Media ranges of an ``Accept`` header that take a JSON answer or an event stream.
-_ANSWERABLE = frozenset({"application/json", "text/event-stream", "*/*", "application/*", "text/*"})
-#: Those that take an event stream.
-_STREAMABLE = frozenset({"text/event-stream", "text/*", "*/*"})
-
-
-def accepted(headers: Mapping[str, str]) -> frozenset[str] | None:
-    """The media ranges the request's ``Accept`` takes (``q=0`` refuses one), lower-case and
-    without parameters; ``None`` when it sends none, which takes anything."""
+def accepted(headers: Mapping[str, str]) -> tuple[bool, bool]:
+    """Whether the request's ``Accept`` takes a JSON answer, and an event stream: each type
+    weighed by the most specific range that matches it (RFC 9110, 12.5.1), ``q=0`` refusing it.
+    A request without the header takes either."""
     accept = headers.get("accept")
     if accept is None or not accept.strip():
-        return None
-    return _ranges(accept)
+        return True, True
+    return _takes(accept)
 
 
 # Clients send the same few values again and again; the cache is bounded, whatever they send.
 @functools.lru_cache(maxsize=256)
-def _ranges(accept: str) -> frozenset[str]:
-    ranges = set()
+def _takes(accept: str) -> tuple[bool, bool]:
+    ranges: dict[str, float] = {}
     for part in accept.split(","):
         media, *parameters = part.split(";")
-        if not any(_refused(parameter) for parameter in parameters):
-            ranges.add(media.strip().lower())
-    return frozenset(ranges)
+        quality = 1.0
+        for parameter in parameters:
+            name, _, value = parameter.partition("=")
+            if name.strip().lower() == "q":
+                quality = _weight(value, quality)
+        media = media.strip().lower()
+        # Of a range named twice, the better weight.
+        ranges[media] = max(quality, ranges.get(media, quality))
 
-
-def _refused(parameter: str) -> bool:
-    name, _, value = parameter.partition("=")
-    if name.strip().lower() != "q":
+    def takes(kind: str) -> bool:
+        for media in (kind, kind.split("/")[0] + "/*", "*/*"):
+            if media in ranges:
+                return ranges[media] > 0
         return False
+
+    return takes("application/json"), takes("text/event-stream")
+
+
+def _weight(value: str, otherwise: float) -> float:
     try:
-        return float(value.strip()) == 0
+        return float(value.strip())
     except ValueError:
-        return False
+        return otherwise
 
 
 def takes_stream(headers: Mapping[str, str]) -> bool:
-    """Whether the answer to a POST may be an event stream: the spec has clients accept one,
+    """Whether the answer may be an event stream: the spec has clients accept one on a POST,
     but a client that takes JSON only is answered in JSON (its notifications left out)."""
-    ranges = accepted(headers)
-    return ranges is None or bool(ranges & _STREAMABLE)
+    return accepted(headers)[1]
 
 
 def unfit_post(headers: Mapping[str, str]) -> Reply | None:
     """406 for a POST whose ``Accept`` takes neither JSON nor an event stream, 415 for one whose
     body is declared as something other than JSON; ``None`` if neither (a header left out is
     not held against the client)."""
-    ranges = accepted(headers)
-    if ranges is not None and not ranges & _ANSWERABLE:
+    if not any(accepted(headers)):
         refusal = InvalidRequest(
             "Not Acceptable: the answer is application/json or text/event-stream"
         )
@@ -413,9 +420,16 @@ class Endpoint:
         except ProtocolError as exc:
             return error_reply(request_id, exc)
         ctx = self.context(req, incoming.user, incoming.request)
+        ctx.streams = takes_stream(incoming.headers)
         if req.method == "server/discover":
             return Reply(200, jsonrpc.result_response(req.id, self.discover(catalog)))
         if req.method == "subscriptions/listen":
+            if not ctx.streams:
+                refusal = InvalidRequest(
+                    "subscriptions/listen answers with an event stream, which the request's "
+                    "Accept header does not take"
+                )
+                return error_reply(req.id, refusal, 406)
             if one_at_a_time(incoming.request):
                 # The stream would hold the server's one worker for as long as the client
                 # listens, and every other request would wait behind it.
@@ -431,7 +445,6 @@ class Endpoint:
         def run(ctx: RequestContext) -> tuple[int, JSON | None]:
             return self.modern_call(req, ctx, catalog)
 
-        ctx.streams = takes_stream(incoming.headers)
         if ctx.streams and (req.progress_token is not None or req.log_level is not None):
             return Reply(200, call=Call(run, ctx, req.id))
         # Not a Call: only its client leaving cancels it (then there is no message to send).

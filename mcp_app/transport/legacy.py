@@ -471,7 +471,7 @@ class LegacyEndpoint:
         return session, None
 
     def get(self, incoming: Incoming) -> Reply:
-        from .http import Reply, error_reply, one_at_a_time
+        from .http import Reply, error_reply, one_at_a_time, takes_stream
 
         session, refused = self.session(incoming)
         if session is None:
@@ -483,8 +483,7 @@ class LegacyEndpoint:
                 "GET streams are not served: this server answers one request at a time"
             )
             return Reply(405, jsonrpc.error_response(None, refusal), {"Allow": "POST, DELETE"})
-        accept = incoming.headers.get("accept", "")
-        if "text/event-stream" not in accept and "*/*" not in accept:
+        if not takes_stream(incoming.headers):
             return error_reply(
                 None, InvalidRequest("GET streams need Accept: text/event-stream"), 406
             )

@@ -613,7 +613,7 @@ async def respond(
         raise
     if kind == _FAILED:
         return _failed(payload)
-    plain = _plain_reply(kind, payload)
+    plain = _plain_reply(call, kind, payload)
     if plain is not None:
         return Answer(reply=plain, from_call=True)
     return Answer(stream=_call_chunks(call, kind, payload, items))
@@ -728,12 +728,14 @@ def _abandoned(opening: asyncio.Future[tuple[_ListenRelay, list[bytes]]]) -> Non
     workers.run(functools.partial(_closed, relay.stream))
 
 
-def _plain_reply(kind: str, payload: Any) -> Reply | None:
+def _plain_reply(call: Call, kind: str, payload: Any) -> Reply | None:
     """Plain JSON when the call finished before producing anything else."""
     if kind == _FINAL:
         status, final = payload
-        # No message: a cancelled call, answered by a stream that ends at once.
-        return Reply(status, final.message) if final.message is not None else None
+        # No message: a cancelled call, answered by a stream that ends at once, or with no
+        # body where the client takes no stream.
+        if final.message is not None or not call.ctx.streams:
+            return Reply(status, final.message)
     return None
 
 
@@ -1002,7 +1004,7 @@ def _sync_call(call: Call) -> Reply | Iterator[bytes]:
     items = Pipe()
     workers.run(functools.partial(_run_alone, call, items.put))
     kind, payload = items.get()
-    plain = _plain_reply(kind, payload)
+    plain = _plain_reply(call, kind, payload)
     if plain is not None:
         return plain
 
