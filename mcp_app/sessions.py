@@ -103,6 +103,9 @@ def _subscribed(subscriptions: list[str], uri: str, on: bool) -> list[str]:
     return [*kept, uri] if on else kept
 
 
+#: Most expired sessions deleted by one query of ``clean()``.
+CLEAN_BATCH = 1000
+
 #: Where a change to a session (an update, its end) is announced to the other processes.
 CHANNEL = "mcp:sessions"
 
@@ -228,9 +231,15 @@ class DatabaseSessionStore(SessionStore):
         from .models import Session, StreamEvent
 
         dead = Session.objects.filter(last_seen__lt=self._idle_cutoff())
-        ids = list(dead.values_list("pk", flat=True))
-        StreamEvent.objects.filter(session_id__in=ids).delete()
-        return Session.objects.filter(pk__in=ids).delete()[0]
+        removed = 0
+        # In batches: one list of every expired id outgrows what a query may bind (SQLite's
+        # variables), and one long delete would hold the table from the site's requests.
+        while True:
+            batch = list(dead.order_by("pk").values_list("pk", flat=True)[:CLEAN_BATCH])
+            if not batch:
+                return removed
+            StreamEvent.objects.filter(session_id__in=batch).delete()
+            removed += dead.filter(pk__in=batch).delete()[0]
 
 
 class CacheSessionStore(SessionStore):

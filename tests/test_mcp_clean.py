@@ -67,6 +67,28 @@ def test_mcp_clean_leaves_cached_sessions_to_the_cache_but_cleans_events() -> No
     assert not StreamEvent.objects.exists()
 
 
+@override_settings(MCP_APP={"SESSION_IDLE_SECONDS": 60, "EVENT_RETENTION_SECONDS": 600})
+def test_a_kind_that_cannot_be_cleaned_leaves_the_others_cleaned_and_fails_the_command(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from django.core.management.base import CommandError
+    from django.db import OperationalError
+
+    def refused(self: DatabaseSessionStore) -> int:
+        raise OperationalError("too many SQL variables")
+
+    monkeypatch.setattr(DatabaseSessionStore, "clean", refused)
+    add_session(EXPIRED, 61)
+    add_event(LIVE, "stale", 601)
+    out = io.StringIO()
+    with pytest.raises(CommandError, match="Could not remove expired sessions: too many SQL"):
+        call_command("mcp_clean", stdout=out)
+    assert out.getvalue() == (
+        "Removed no expired session(s), 1 old stream event(s) and 0 expired task(s).\n"
+    )
+    assert not StreamEvent.objects.exists()
+
+
 def test_tasks_past_their_time_to_live_go() -> None:
     now = timezone.now()
     for task_id, expires in (

@@ -358,6 +358,28 @@ def test_database_clean_removes_expired_sessions_and_their_events() -> None:
     assert store.clean() == 0
 
 
+@override_settings(MCP_APP={"SESSION_IDLE_SECONDS": 60})
+def test_database_clean_deletes_in_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from mcp_app import sessions
+
+    monkeypatch.setattr(sessions, "CLEAN_BATCH", 2)
+    store = DatabaseSessionStore()
+    for name in "abcdef":
+        store.create(make(name * 43))
+        StreamEvent.objects.create(session_id=name * 43, stream=f"s{name}", seq=1, message={})
+        age_row(name * 43, 30 if name == "f" else 61)
+    with CaptureQueriesContext(connection) as queries:
+        assert store.clean() == 5
+    deletes = [q["sql"] for q in queries if q["sql"].startswith("DELETE") and "session" in q["sql"]]
+    # Two ids a query, for the events and for the sessions: no query binds every expired id.
+    assert len(deletes) == 6
+    assert list(Session.objects.values_list("pk", flat=True)) == ["f" * 43]
+    assert list(StreamEvent.objects.values_list("session_id", flat=True)) == ["f" * 43]
+
+
 # -- the cache store ----------------------------------------------------------------------------
 
 

@@ -9,9 +9,11 @@ while the site serves.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError
 
 from ... import events, sessions, tasks
 
@@ -23,10 +25,22 @@ class Command(BaseCommand):
     )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        removed_sessions = sessions.store().clean()
-        removed_events = events.clean_events()
-        removed_tasks = tasks.clean()
+        failures: list[str] = []
+
+        def removed(what: str, clean: Callable[[], int]) -> str:
+            # Each kind on its own: one that fails leaves the others cleaned.
+            try:
+                return str(clean())
+            except DatabaseError as exc:
+                failures.append(f"Could not remove {what}: {exc}")
+                return "no"
+
+        removed_sessions = removed("expired sessions", lambda: sessions.store().clean())
+        removed_events = removed("old stream events", events.clean_events)
+        removed_tasks = removed("expired tasks", tasks.clean)
         self.stdout.write(
             f"Removed {removed_sessions} expired session(s), "
             f"{removed_events} old stream event(s) and {removed_tasks} expired task(s)."
         )
+        if failures:
+            raise CommandError("; ".join(failures))
