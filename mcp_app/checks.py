@@ -60,10 +60,18 @@ ZERO_ALLOWED = {
 #: The longest duration of a setting in seconds (about 31 years): a longer wait would pass
 #: Python's thread waits (``threading.TIMEOUT_MAX``, about 292 years on Linux).
 LONGEST_SECONDS = 10**9
-#: The longest value of a duration setting, by the suffix of its name, and its unit.
-LONGEST_DURATIONS = (
+#: The largest size or count (2**53, past any memory): a larger one overflows what the
+#: standard library takes as a size (``readline(limit + 1)``).
+LARGEST_COUNT = 2**53
+#: The largest value of a number setting, by the suffix of its name, and its unit.
+LARGEST_BY_SUFFIX = (
     ("_SECONDS", LONGEST_SECONDS, "seconds"),
     ("_MS", LONGEST_SECONDS * 1000, "milliseconds"),
+    ("_BYTES", LARGEST_COUNT, "bytes"),
+    ("_CHARS", LARGEST_COUNT, "characters"),
+    ("_DEPTH", LARGEST_COUNT, "levels"),
+    ("_SIZE", LARGEST_COUNT, "rows"),
+    ("_PENDING", LARGEST_COUNT, "rows"),
 )
 #: The longest time dates can be offset by (about 300 years): a longer audit retention would
 #: overflow the datetime it is taken from.
@@ -97,11 +105,13 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     from django.conf import settings
 
     errors: list[CheckMessage] = []
-    raw = getattr(settings, "MCP_APP", None) or {}
+    raw = getattr(settings, "MCP_APP", None)
+    raw = {} if raw is None else raw
     if not isinstance(raw, dict):
         return [Error("MCP_APP must be a dict.", id="mcp_app.E001")]
     known = set(DEFAULTS)
-    unknown = sorted(set(raw) - known)
+    # Named as written: a key may be anything hashable (1, None), not only text.
+    unknown = sorted(key if isinstance(key, str) else repr(key) for key in set(raw) - known)
     if unknown:
         errors.append(
             Error(
@@ -131,11 +141,37 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     errors += _check_numbers(raw)
     errors += _check_switches(raw)
     errors += _check_alias(raw)
+    errors += _check_delivery(raw)
     if not _strings(raw.get("ROW_TEMPLATE_LIBRARIES", [])):
         errors.append(
             Error(
                 "MCP_APP['ROW_TEMPLATE_LIBRARIES'] must be a list of tag library names.",
                 id="mcp_app.E013",
+            )
+        )
+    return errors
+
+
+def _check_delivery(raw: dict[str, Any]) -> list[CheckMessage]:
+    errors: list[CheckMessage] = [
+        # conf reads them with str(): None would be the text "None", found only when used.
+        Error(f"MCP_APP['{name}'] must be text, not {raw[name]!r}.", id="mcp_app.E014")
+        for name in ("REDIS_URL", "REDIS_CHANNEL_PREFIX")
+        if name in raw and not isinstance(raw[name], str)
+    ]
+    try:
+        kept = conf.DELIVERY_RETENTION_SECONDS
+        waited = conf.DELIVERY_POLL_SECONDS + conf.DELIVERY_REORDER_SECONDS
+    except (TypeError, ValueError, OverflowError):
+        return errors  # E009 names the setting
+    if 0 < kept <= waited:
+        errors.append(
+            Warning(
+                "MCP_APP['DELIVERY_RETENTION_SECONDS'] is no longer than DELIVERY_POLL_SECONDS "
+                "and DELIVERY_REORDER_SECONDS together: the database delivery backend may delete "
+                "a message before other processes have read it, and they miss it.",
+                hint="Keep messages several times longer than a poll and the reorder window.",
+                id="mcp_app.W010",
             )
         )
     return errors
@@ -406,7 +442,7 @@ def _check_numbers(raw: dict[str, Any]) -> list[CheckMessage]:
         if value is None:
             errors.append(Error(f"MCP_APP['{name}'] must be a positive number.", id="mcp_app.E009"))
         else:
-            for suffix, longest, unit in LONGEST_DURATIONS:
+            for suffix, longest, unit in LARGEST_BY_SUFFIX:
                 if name.endswith(suffix) and value > longest:
                     errors.append(
                         Error(

@@ -38,7 +38,7 @@ def test_absent_setting_passes(settings: Any) -> None:
     assert check_settings() == []
 
 
-@pytest.mark.parametrize("value", [["VIEW", "sync"], "sync", 3])
+@pytest.mark.parametrize("value", [["VIEW", "sync"], "sync", 3, [], ""])
 def test_non_dict_setting_is_e001_alone(value: Any) -> None:
     with override_settings(MCP_APP=value):
         messages = check_settings()
@@ -54,6 +54,13 @@ def test_unknown_keys_are_e002_naming_them_sorted_with_a_hint() -> None:
     assert messages[0].msg == "Unknown MCP_APP settings: ALLOWED_ORIGIN, VEIW."
     assert "VIEW" in messages[0].hint
     assert messages[0].hint.startswith("Known settings: ALLOWED_ORIGINS, ATOMIC,")
+
+
+def test_unknown_keys_that_are_not_text_are_named_as_written() -> None:
+    with override_settings(MCP_APP={1: 2, None: 3, "VEIW": "sync"}):
+        messages = check_settings()
+    assert [m.id for m in messages] == ["mcp_app.E002"]
+    assert messages[0].msg == "Unknown MCP_APP settings: 1, None, VEIW."
 
 
 @pytest.mark.parametrize("view", ["wsgi", "", "ASYNC"])
@@ -82,6 +89,25 @@ def test_non_positive_request_state_age_is_e005(age: int) -> None:
 )
 def test_durations_longer_than_a_wait_can_be_are_e009(value: dict[str, int]) -> None:
     assert ids(value) == ["mcp_app.E009"]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        # Past what the standard library takes as a size (stdin's readline(limit + 1)).
+        {"MAX_BODY_BYTES": 10**30},
+        {"MAX_BODY_BYTES": 2**63 - 1},
+        {"MAX_JSON_DEPTH": 2**60},
+        {"AUDIT_MAX_PENDING": 10**20},
+        {"ROW_TEMPLATE_MAX_CHARS": 10**18},
+    ],
+)
+def test_sizes_and_counts_past_any_memory_are_e009(value: dict[str, int]) -> None:
+    with override_settings(MCP_APP=value):
+        messages = check_settings()
+    assert [m.id for m in messages] == ["mcp_app.E009"]
+    assert f"must be at most {2**53} " in messages[0].msg
+    assert ids({name: 2**53 for name in value}) == []
 
 
 def test_several_problems_are_all_reported_in_order() -> None:
@@ -326,6 +352,24 @@ def test_a_session_cache_that_is_no_cache_is_e012(cache: Any) -> None:
     assert ids({"SESSION_STORE": store, "SESSION_CACHE": "default"}) == []
     # Only the cache store reads it.
     assert ids({"SESSION_CACHE": cache}) == []
+
+
+@pytest.mark.parametrize(
+    "value", [{"REDIS_URL": None}, {"REDIS_URL": 6379}, {"REDIS_CHANNEL_PREFIX": b"site:"}]
+)
+def test_redis_settings_that_are_not_text_are_e014(value: dict[str, Any]) -> None:
+    assert ids(value) == ["mcp_app.E014"]
+    assert ids({"REDIS_URL": "redis://cache:6379/1", "REDIS_CHANNEL_PREFIX": "site:"}) == []
+
+
+def test_delivery_messages_kept_no_longer_than_a_poll_and_the_reorder_window_is_w010() -> None:
+    with override_settings(MCP_APP={"DELIVERY_RETENTION_SECONDS": 0.1, "DELIVERY_POLL_SECONDS": 5}):
+        messages = check_settings()
+    assert [(m.id, m.level) for m in messages] == [("mcp_app.W010", checks.WARNING)]
+    assert ids({"DELIVERY_RETENTION_SECONDS": 5.5, "DELIVERY_REORDER_SECONDS": 5}) == [
+        "mcp_app.W010"
+    ]
+    assert ids({"DELIVERY_RETENTION_SECONDS": 6, "DELIVERY_REORDER_SECONDS": 5}) == []
 
 
 @pytest.mark.parametrize("libraries", ["humanize", [""], [3], None])
