@@ -14,6 +14,7 @@ any read of it in its transaction, so SQLite's lock upgrades cannot deadlock.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import logging
 import os
@@ -29,6 +30,7 @@ from django.utils import timezone
 
 from .conf import conf
 from .delivery import backend, tell
+from .fields import storable
 from .input import InputRequired, checked_answers, expected
 from .protocol import jsonrpc
 from .protocol import tasks as wire
@@ -318,7 +320,8 @@ def _finish(
             status=status,
             result=result,
             error=error,
-            status_message=message,
+            # A text column: PostgreSQL's holds no NUL, which a client's words in an error may.
+            status_message=storable(message),
             input_requests={},
             answers={},
             updated=timezone.now(),
@@ -502,7 +505,14 @@ class _Runner:
                 fields = {"error": payload, "message": str((payload or {}).get("message", ""))}
             else:
                 status, fields = wire.CANCELLED, {"message": "Cancelled"}
-            done = _persisting(lambda: _finish(rows, status, **fields))
+            try:
+                done = _persisting(lambda: _finish(rows, status, **fields))
+            except Exception:
+                # What it ended with cannot be kept: that it failed, at least, so its client
+                # is not left polling a task that reads as working until its lease runs out.
+                logger.exception("Could not keep how task %s ended", self.task_id)
+                status, payload = wire.FAILED, InternalError("Internal error").to_error()
+                done = _finish(rows, status, error=payload, message="Internal error")
             audited: JSON = {"result": payload} if status == wire.COMPLETED else {"error": payload}
             if done:
                 _announce(self.endpoint, self.task_id)
@@ -551,6 +561,10 @@ def _kept(task_id: str, status: str, payload: JSON | None) -> tuple[str, JSON | 
     return status, message["result"]
 
 
+#: Whether ``end_running`` is to run as the process exits (registered with the first task).
+_exit_watched = False
+
+
 class _Watcher:
     """One thread for the process's tasks; see the module's docstring."""
 
@@ -562,7 +576,13 @@ class _Watcher:
         self.renewed = 0.0
 
     def add(self, runner: _Runner) -> None:
+        global _exit_watched
         with self.lock:
+            if not _exit_watched:
+                # Registered after the audit's own (atexit runs the last first), so the rows
+                # of the tasks it ends are still written.
+                atexit.register(end_running, "The server shut down before the task ended")
+                _exit_watched = True
             self.tasks[runner.task_id] = runner
             if self.thread is None or not self.thread.is_alive():
                 self.thread = threading.Thread(target=self._loop, name="mcp-tasks", daemon=True)

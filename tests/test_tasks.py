@@ -100,8 +100,11 @@ def raises(arguments: JSON, context: RequestContext) -> Any:
 
 @jobs.tool(name="protocol-error", task="optional")
 def protocol_error(arguments: JSON, context: RequestContext) -> Any:
+    # The client's own words, as an error may quote them (a path, a name).
+    quoted = f" {arguments['path']}" if "path" in arguments else ""
+
     def work(task: RequestContext) -> Any:
-        raise ProtocolError("the backend refused", code=-32603)
+        raise ProtocolError(f"the backend refused{quoted}", code=-32603)
 
     return run_as_task(work)
 
@@ -399,6 +402,34 @@ def test_a_protocol_error_fails_the_task_with_the_error() -> None:
     assert done["status"] == "failed"
     assert done["error"] == {"code": -32603, "message": "the backend refused"}
     assert "result" not in done
+
+
+def test_an_error_quoting_a_nul_fails_the_task_on_every_database() -> None:
+    task_id = start("protocol-error", {"path": "a\x00b"})
+    done = terminal(task_id)
+    assert done["status"] == "failed"
+    # The answer keeps the client's words; the text column (no NUL on PostgreSQL) a stand-in.
+    assert done["error"] == {"code": -32603, "message": "the backend refused a\x00b"}
+    assert Task.objects.get(pk=task_id).status_message == "the backend refused a\ufffdb"
+
+
+def test_a_task_whose_ending_cannot_be_kept_is_failed_not_left_working(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from django.db import DataError
+
+    finish = tasks._finish
+
+    def refuses_errors(rows: Any, status: str, **fields: Any) -> bool:
+        if fields.get("message") == "the backend refused":
+            raise DataError("value too long")
+        return finish(rows, status, **fields)
+
+    monkeypatch.setattr(tasks, "KEEP_RETRY_SECONDS", ())
+    monkeypatch.setattr(tasks, "_finish", refuses_errors)
+    done = terminal(start("protocol-error"))
+    assert done["status"] == "failed"
+    assert done["error"] == {"code": -32603, "message": "Internal error"}
 
 
 @pytest.mark.parametrize("kind", ["cancelled", "exit"])
@@ -1135,3 +1166,53 @@ def test_the_test_client_follows_a_task_with_its_requests() -> None:
         assert client.request("tasks/get", {"taskId": task_id})["status"] == "working"
         client.request("tasks/cancel", {"taskId": task_id})
         assert client.request("tasks/get", {"taskId": task_id})["status"] == "cancelled"
+
+
+# -- the process ending -------------------------------------------------------------------------
+
+
+def test_a_process_that_exits_fails_the_tasks_it_runs_and_audits_them(tmp_path: Any) -> None:
+    import os
+    import sqlite3
+    import subprocess
+    import sys
+
+    database = tmp_path / "exit.sqlite3"
+    environment = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "project.settings",
+        "DATABASE_URL": f"sqlite:///{database}",
+        "SECRET_KEY": "tasks-exit-test",
+    }
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+    def run(*command: str) -> None:
+        subprocess.run(
+            [sys.executable, *command], cwd=root, env=environment, check=True, timeout=120
+        )
+
+    run("manage.py", "migrate", "--noinput", "-v", "0")
+    # A task of an hour, started through the site's endpoint; then the process ends.
+    script = f"""
+import json
+import django
+django.setup()
+from django.test import Client
+from tests.conftest import modern_request
+body, headers = modern_request(
+    "tools/call",
+    {{"name": "slow_compute", "arguments": {{"seconds": 3600}}}},
+    capabilities={{"extensions": {{{EXTENSION!r}: {{}}}}}},
+)
+answer = Client().post(
+    "/mcp", json.dumps(body), content_type="application/json", headers=headers,
+    HTTP_HOST="localhost",
+).json()
+assert answer["result"]["resultType"] == "task", answer
+"""
+    run("-c", script)
+    with sqlite3.connect(database) as db:
+        tasks_rows = list(db.execute("SELECT status, status_message FROM mcp_app_task"))
+        audited = list(db.execute("SELECT name, outcome FROM mcp_app_toolcall"))
+    assert tasks_rows == [("failed", "The server shut down before the task ended")]
+    assert [name for name, _ in audited] == ["slow_compute"]
