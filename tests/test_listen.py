@@ -92,3 +92,29 @@ def test_a_state_that_differs_only_in_its_time_is_not_sent_again() -> None:
         state("input_required", "2026-12-02T10:00:00.500Z", **fewer),
     )
     assert statuses == ["working", "input_required", "input_required"]
+
+
+def test_a_listen_stream_follows_a_bounded_number_of_resources_by_bounded_uris(
+    monkeypatch: Any,
+) -> None:
+    import pytest
+
+    from mcp_app.protocol.jsonrpc import InvalidParams
+    from mcp_app.transport import listen
+
+    monkeypatch.setattr(listen, "SUBSCRIPTIONS_MAX", 2)
+    capabilities = {"resources": {"subscribe": True}}
+
+    def opened(uris: list[str]) -> Listen:
+        requested = {"resourceSubscriptions": uris}
+        return Listen(server, "listen-1", requested, capabilities, hides=lambda u: frozenset())
+
+    # Named twice, followed once.
+    assert opened(["a://1", "a://2", "a://1"]).honoured["resourceSubscriptions"] == [
+        "a://1",
+        "a://2",
+    ]
+    with pytest.raises(InvalidParams, match="At most 2 resources are followed at once"):
+        opened(["a://1", "a://2", "a://3"])
+    with pytest.raises(InvalidParams, match="at most 2048 characters"):
+        opened(["a://" + "x" * 2048])

@@ -967,6 +967,27 @@ def test_subscribe_and_unsubscribe_keep_the_sessions_uris(session: LegacySession
     assert Session.objects.get(pk=session.id).subscriptions == ["test://static-text"]
 
 
+def test_a_session_follows_a_bounded_number_of_resources_by_bounded_uris(
+    session: LegacySession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcp_app.transport import legacy
+
+    monkeypatch.setattr(legacy, "SUBSCRIPTIONS_MAX", 3)
+    for n in range(3):
+        assert session.result_of("resources/subscribe", {"uri": f"test://{n}"}) == {}
+    # Again, one it follows already: still three.
+    assert session.result_of("resources/subscribe", {"uri": "test://0"}) == {}
+    refused = session.request("resources/subscribe", {"uri": "test://3"}).json()["error"]
+    assert refused == {"code": -32602, "message": "At most 3 resources are followed at once"}
+    long = session.request("resources/subscribe", {"uri": "test://" + "a" * 2048}).json()
+    assert long["error"]["code"] == -32602 and "at most 2048 characters" in long["error"]["message"]
+    followed = Session.objects.get(pk=session.id).subscriptions
+    assert sorted(followed) == ["test://0", "test://1", "test://2"]
+    # Unsubscribing makes room again.
+    session.result_of("resources/unsubscribe", {"uri": "test://1"})
+    assert session.result_of("resources/subscribe", {"uri": "test://3"}) == {}
+
+
 def test_nul_characters_a_client_sends_are_kept_by_its_session() -> None:
     # PostgreSQL's jsonb holds no NUL; the session stores them all the same.
     client = Client()

@@ -43,7 +43,15 @@ from ..protocol.jsonrpc import (
 from ..protocol.tasks import TaskWork
 from ..registry import Catalog
 from ..state import caller_id
-from .listen import KIND_TO_FILTER, LISTS, RESOURCE_KINDS, hidden_uris
+from .listen import (
+    KIND_TO_FILTER,
+    LISTS,
+    RESOURCE_KINDS,
+    SUBSCRIPTIONS_MAX,
+    hidden_uris,
+    long_uri,
+    too_many,
+)
 from .sse import Event
 
 logger = logging.getLogger("mcp_app")
@@ -670,11 +678,17 @@ class LegacyEndpoint:
             uri = params.get("uri")
             if not isinstance(uri, str) or not uri:
                 raise InvalidParams(f"{method} needs a 'uri' (a string)")
-            subscribed = sessions.store().subscribe(
-                session.id, uri, on=method == "resources/subscribe"
-            )
+            on = method == "resources/subscribe"
+            refused = long_uri(uri) if on else None
+            if refused is not None:
+                raise refused
+            subscribed = sessions.store().subscribe(session.id, uri, on=on)
             if subscribed is None:
                 raise InvalidRequest("The session has ended")
+            if on and len(subscribed) > SUBSCRIPTIONS_MAX:
+                # Taken back: the store has no limit of its own (a site may plug in its own).
+                sessions.store().subscribe(session.id, uri, on=False)
+                raise too_many(SUBSCRIPTIONS_MAX)
             tell(self.server.channel(f"outbox:{session.id}"), {"subscriptions": subscribed})
             return {}
         return None

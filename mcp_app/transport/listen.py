@@ -72,6 +72,24 @@ def fresh_user(user: Any) -> Any:
     return AnonymousUser() if found is None else found
 
 
+#: Most resources one session, or one listen stream, follows; and the longest URI it may name.
+#: Each change rewrites a session's list and each renewal checks all of it again: unbounded,
+#: a client could make every one of its requests slower than the last.
+SUBSCRIPTIONS_MAX = 1000
+SUBSCRIBED_URI_MAX_CHARS = 2048
+
+
+def long_uri(uri: str) -> InvalidParams | None:
+    """The error for a URI too long to follow, if it is."""
+    if len(uri) > SUBSCRIBED_URI_MAX_CHARS:
+        return InvalidParams(f"A URI to follow is at most {SUBSCRIBED_URI_MAX_CHARS} characters")
+    return None
+
+
+def too_many(limit: int) -> InvalidParams:
+    return InvalidParams(f"At most {limit} resources are followed at once")
+
+
 def hidden_uris(
     server: Server,
     uris: Iterable[str],
@@ -155,10 +173,17 @@ class Listen:
         if uris is not None:
             if not isinstance(uris, list) or not all(isinstance(u, str) for u in uris):
                 raise InvalidParams("resourceSubscriptions must be a list of URIs")
+            uris = list(dict.fromkeys(uris))
+            if len(uris) > SUBSCRIPTIONS_MAX:
+                raise too_many(SUBSCRIPTIONS_MAX)
+            for uri in uris:
+                refused = long_uri(uri)
+                if refused is not None:
+                    raise refused
             # As for lists: a resource may be added later, and then its updates go out.
             may_subscribe = lists_may_change and server.options.subscribe
             if capabilities.get("resources", {}).get("subscribe") or may_subscribe:
-                honoured["resourceSubscriptions"] = list(dict.fromkeys(uris))
+                honoured["resourceSubscriptions"] = uris
         self.server = server
         self.request_id = request_id
         self.honoured = honoured
