@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import mimetypes
 import re
+import secrets
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -516,6 +517,13 @@ def resource_storage() -> Storage:
     return default_storage
 
 
+def resource_upload_to(instance: Any, filename: str) -> str:
+    """An uploaded file's name in its storage: a folder of its own, named by 128 random bits,
+    so that a storage the site serves (``MEDIA_URL``, a public bucket) gives no one a way to
+    guess it; the file keeps its own name within."""
+    return f"mcp_app/resources/{secrets.token_urlsafe(16)}/{filename}"
+
+
 OCTET_STREAM = "application/octet-stream"
 
 
@@ -543,8 +551,10 @@ class Resource(Definition):
     )
     text = models.TextField(blank=True, help_text="The content, served as text.")
     file = models.FileField(
-        upload_to="mcp_app/resources/",
+        upload_to=resource_upload_to,
         storage=resource_storage,
+        # Room for the random folder and a long file name.
+        max_length=255,
         blank=True,
         help_text="Or a file, served as a base64 blob (instead of text).",
     )

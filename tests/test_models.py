@@ -256,6 +256,21 @@ def test_resource_save_measures_an_upload_and_guesses_its_type(
     assert resource.file.storage.exists(resource.file.name or "")
 
 
+def test_an_upload_is_stored_in_a_folder_no_one_can_guess(settings: Any, tmp_path: Any) -> None:
+    settings.MEDIA_ROOT = str(tmp_path)
+    names = []
+    for uri in ("images://one", "images://two"):
+        resource = Resource(uri=uri, name=uri[-3:], file=SimpleUploadedFile("pixel.png", PIXEL))
+        resource.full_clean()
+        resource.save()
+        names.append(resource.file.name or "")
+    # The same file name, each in a folder of 128 random bits: neither is at a known path.
+    top, kind, folder, name = names[0].split("/")
+    assert (top, kind, len(folder), name) == ("mcp_app", "resources", 22, "pixel.png")
+    assert names[0] != names[1] and names[1].endswith("/pixel.png")
+    assert not (tmp_path / "mcp_app" / "resources" / "pixel.png").exists()
+
+
 @pytest.mark.parametrize(
     ("sent", "stored"),
     [
@@ -285,16 +300,16 @@ def test_an_upload_whose_extension_leaves_no_room_in_the_path_is_a_form_error(
     settings: Any, tmp_path: Any
 ) -> None:
     settings.MEDIA_ROOT = str(tmp_path)
-    name = "a." + "x" * 95  # with mcp_app/resources/ in front, over the column's 100
+    name = "a." + "x" * 250  # with mcp_app/resources/<folder>/ in front, over the column's 255
     upload = SimpleUploadedFile(name, b"data")
     errors = errors_of(Resource(uri="files://long", name="long", file=upload))
     assert "give it a shorter name or extension" in errors["file"][0]
     # A long name with a short extension is shortened to fit, as Django does.
-    fits = SimpleUploadedFile("b" * 95 + ".txt", b"data")
+    fits = SimpleUploadedFile("b" * 250 + ".txt", b"data")
     resource = Resource(uri="files://fits", name="fits", file=fits)
     resource.full_clean()
     resource.save()
-    assert len(resource.file.name or "") <= 100
+    assert len(resource.file.name or "") <= 255
 
 
 def test_resource_uri_unique_per_server() -> None:
