@@ -7,7 +7,6 @@ import mimetypes
 import re
 import secrets
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -20,7 +19,7 @@ from django.utils.text import capfirst
 from . import rows
 from . import schema as schema_module
 from .fields import OrderedJSONField, WireJSONField
-from .registry import NAME_RE, URI_RE, header_problem
+from .registry import NAME_RE, URI_RE, annotations_problems, header_problem, icons_problems
 from .uritemplate import URITemplate, URITemplateError
 
 
@@ -92,37 +91,6 @@ MIME_RE = re.compile(r"^[\w.+-]+/[\w.+-]+(?:\s*;.*)?\Z")
 #: A name a Django template reads as a variable: not a number, a lookup ("a.b") or "_x".
 TEMPLATE_VARIABLE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*\Z")
 
-ICONS_SCHEMA: dict[str, Any] = {
-    "type": "array",
-    "items": {
-        "type": "object",
-        "required": ["src"],
-        "properties": {
-            "src": {"type": "string", "minLength": 1},
-            "mimeType": {"type": "string"},
-            "sizes": {"type": "array", "items": {"type": "string"}},
-            "theme": {"enum": ["light", "dark"]},
-        },
-    },
-}
-TOOL_ANNOTATIONS_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "title": {"type": "string"},
-        "readOnlyHint": {"type": "boolean"},
-        "destructiveHint": {"type": "boolean"},
-        "idempotentHint": {"type": "boolean"},
-        "openWorldHint": {"type": "boolean"},
-    },
-}
-RESOURCE_ANNOTATIONS_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "audience": {"type": "array", "items": {"enum": ["user", "assistant"]}},
-        "priority": {"type": "number", "minimum": 0, "maximum": 1},
-        "lastModified": {"type": "string", "format": "date-time"},
-    },
-}
 #: A ``_meta`` key: an optional prefix of dot-separated labels and "/", then a name that
 #: begins and ends with a letter or digit (or is empty).
 META_KEY_RE = re.compile(
@@ -152,10 +120,6 @@ def template_handler_choices() -> list[tuple[str, str]]:
 Errors = dict[str, list[str]]
 
 
-#: The schemes an icon's ``src`` may have.
-ICON_SCHEMES = frozenset({"https", "http", "data"})
-
-
 def _add(errors: Errors, field: str, message: str) -> None:
     errors.setdefault(field, []).append(message)
 
@@ -168,31 +132,9 @@ def _check_json(errors: Errors, field: str, value: Any, schema: dict[str, Any], 
         _add(errors, field, schema_module.format_problems(problems, prefix=f"Invalid {what}"))
 
 
-#: An RFC 3339 date-time, which ``lastModified`` must be (jsonschema checks the ``date-time``
-#: format only with an optional package installed).
-DATE_TIME_RE = re.compile(
-    r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})$"
-)
-
-
-def _check_annotations(errors: Errors, value: Any) -> None:
-    _check_json(errors, "annotations", value, RESOURCE_ANNOTATIONS_SCHEMA, "annotations")
-    modified = value.get("lastModified") if isinstance(value, dict) else None
-    if not isinstance(modified, str):
-        return
-    try:
-        valid = bool(DATE_TIME_RE.match(modified)) and bool(
-            datetime.fromisoformat(modified.upper().replace("Z", "+00:00"))
-        )
-    except ValueError:
-        valid = False
-    if not valid:
-        _add(
-            errors,
-            "annotations",
-            "Invalid annotations: 'lastModified' must be an RFC 3339 date-time, such as "
-            "2025-01-12T15:00:58Z.",
-        )
+def _check_annotations(errors: Errors, value: Any, kind: str = "resource") -> None:
+    for problem in annotations_problems(value, kind):
+        _add(errors, "annotations", problem)
 
 
 def _check_name(errors: Errors, name: str, kind: str) -> None:
@@ -361,19 +303,8 @@ class Definition(_Tracked):
         """Raises: ValidationError, keyed by field."""
         self._normalize_json({"icons": list, "meta": dict})
         errors: Errors = {}
-        _check_json(errors, "icons", self.icons, ICONS_SCHEMA, "icons")
-        if "icons" not in errors and self.icons:
-            for index, icon in enumerate(self.icons):
-                src = icon["src"]
-                scheme = src.split(":", 1)[0].lower()
-                # What the spec says an icon is: a web URL or image data (clients must not
-                # follow javascript:, file: and their like).
-                if not URI_RE.match(src) or scheme not in ICON_SCHEMES:
-                    _add(
-                        errors,
-                        "icons",
-                        f"Icon {index + 1}'s src must be a URI (https://… or data:…), not {src!r}.",
-                    )
+        for problem in icons_problems(self.icons):
+            _add(errors, "icons", problem)
         _check_json(errors, "meta", self.meta, META_SCHEMA, "_meta")
         if "meta" not in errors and self.meta:
             for key in self.meta:
@@ -459,7 +390,7 @@ class Tool(Definition):
         _check_name(errors, self.name, "tool")
         _check_schema_field(errors, "input_schema", self.input_schema, root_object=True)
         _check_schema_field(errors, "output_schema", self.output_schema, root_object=False)
-        _check_json(errors, "annotations", self.annotations, TOOL_ANNOTATIONS_SCHEMA, "annotations")
+        _check_annotations(errors, self.annotations, "tool")
         if self.overrides_code:
             if self.handler:
                 _add(errors, "handler", "A row restyling a code tool runs the code's handler.")

@@ -8,6 +8,7 @@ import inspect
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import cached_property
 from typing import Any, cast
 
@@ -232,6 +233,91 @@ def _check_text(what: str, definition: Any) -> None:
             raise DefinitionError(f"{what}: {attribute} must be text")
 
 
+ICONS_SCHEMA: dict[str, Any] = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "required": ["src"],
+        "properties": {
+            "src": {"type": "string", "minLength": 1},
+            "mimeType": {"type": "string"},
+            "sizes": {"type": "array", "items": {"type": "string"}},
+            "theme": {"enum": ["light", "dark"]},
+        },
+    },
+}
+TOOL_ANNOTATIONS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "title": {"type": "string"},
+        "readOnlyHint": {"type": "boolean"},
+        "destructiveHint": {"type": "boolean"},
+        "idempotentHint": {"type": "boolean"},
+        "openWorldHint": {"type": "boolean"},
+    },
+}
+RESOURCE_ANNOTATIONS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "audience": {"type": "array", "items": {"enum": ["user", "assistant"]}},
+        "priority": {"type": "number", "minimum": 0, "maximum": 1},
+        "lastModified": {"type": "string", "format": "date-time"},
+    },
+}
+#: The schemes an icon's ``src`` may have: what the spec says an icon is, a web URL or image
+#: data (clients must not follow ``javascript:``, ``file:`` and their like).
+ICON_SCHEMES = frozenset({"https", "http", "data"})
+#: An RFC 3339 date-time, which ``lastModified`` must be (jsonschema checks the ``date-time``
+#: format only with an optional package installed).
+DATE_TIME_RE = re.compile(
+    r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})$"
+)
+
+
+def icons_problems(icons: Any) -> list[str]:
+    """What is wrong with ``icons`` (``None``: none given), as sentences; empty if nothing."""
+    from . import schema
+
+    if icons is None:
+        return []
+    problems = schema.validate(ICONS_SCHEMA, icons)
+    if problems:
+        return [schema.format_problems(problems, prefix="Invalid icons")]
+    return [
+        f"Icon {index + 1}'s src must be a URI (https://… or data:…), not {icon['src']!r}."
+        for index, icon in enumerate(icons)
+        if not URI_RE.match(icon["src"]) or icon["src"].split(":", 1)[0].lower() not in ICON_SCHEMES
+    ]
+
+
+def annotations_problems(annotations: Any, kind: str) -> list[str]:
+    """What is wrong with a ``kind`` ("tool", or "resource" for resources and templates) of
+    definition's ``annotations`` (``None``: none given), as sentences; empty if nothing."""
+    from . import schema
+
+    if annotations is None:
+        return []
+    shape = TOOL_ANNOTATIONS_SCHEMA if kind == "tool" else RESOURCE_ANNOTATIONS_SCHEMA
+    problems = schema.validate(shape, annotations)
+    if problems:
+        return [schema.format_problems(problems, prefix="Invalid annotations")]
+    modified = annotations.get("lastModified") if kind != "tool" else None
+    if not isinstance(modified, str):
+        return []
+    try:
+        valid = bool(DATE_TIME_RE.match(modified)) and bool(
+            datetime.fromisoformat(modified.upper().replace("Z", "+00:00"))
+        )
+    except ValueError:
+        valid = False
+    if valid:
+        return []
+    return [
+        "Invalid annotations: 'lastModified' must be an RFC 3339 date-time, such as "
+        "2025-01-12T15:00:58Z."
+    ]
+
+
 def _check_face(kind: str, name: str, definition: Any) -> None:
     """What every definition lists the same way: its name, text, icons, annotations and
     ``_meta``."""
@@ -252,6 +338,12 @@ def _check_face(kind: str, name: str, definition: Any) -> None:
         value = getattr(definition, attribute, None)
         if value is not None and not isinstance(value, Mapping):
             raise DefinitionError(f"{kind} {name!r}: {attribute} must be an object")
+    # As a row's form checks them: a code definition's are listed to clients alike.
+    problems = icons_problems(list(icons) if icons is not None else None)
+    if hasattr(definition, "annotations"):
+        problems += annotations_problems(definition.annotations, kind)
+    if problems:
+        raise DefinitionError(f"{kind} {name!r}: {' '.join(problems)}")
     permission = definition.permission
     if not (
         permission is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 import logging
 from collections.abc import Mapping
@@ -108,6 +109,22 @@ def tool_result(value: Any, *, has_output_schema: bool = False) -> JSON:
     raise InternalError(f"a tool returned {type(value).__name__}, which is not a tool result")
 
 
+def _check_contents(entry: Mapping[str, Any], uri: str) -> None:
+    """A content dict clients can read: text, or a base64 blob, not both."""
+    if "text" in entry and "blob" in entry:
+        raise InternalError(f"resource {uri} returned contents with both 'text' and 'blob'")
+    if "text" in entry and not isinstance(entry["text"], str):
+        raise InternalError(f"resource {uri} returned a 'text' that is not a string")
+    if "blob" in entry:
+        refused = InternalError(f"resource {uri} returned a 'blob' that is not base64 or bytes")
+        if not isinstance(entry["blob"], str):
+            raise refused
+        try:
+            base64.b64decode(entry["blob"], validate=True)
+        except (binascii.Error, ValueError):
+            raise refused from None
+
+
 def resource_contents(value: Any, uri: str, mime_type: str | None) -> list[JSON]:
     """A resource handler's return value as ``contents``: text, base64 blob, or content dicts.
 
@@ -125,6 +142,7 @@ def resource_contents(value: Any, uri: str, mime_type: str | None) -> list[JSON]
             entry = {"uri": uri, **item}
             if isinstance(entry.get("blob"), bytes | bytearray | memoryview):
                 entry["blob"] = base64.b64encode(bytes(entry["blob"])).decode("ascii")
+            _check_contents(entry, uri)
         else:
             raise InternalError(
                 f"resource {uri} returned {type(item).__name__}; return str, bytes or content dicts"

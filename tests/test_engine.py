@@ -1156,7 +1156,7 @@ def test_server_info_includes_the_optional_identity_fields() -> None:
         title="T",
         description="D",
         website_url="https://example.com",
-        icons=[{"src": "i"}],
+        icons=[{"src": "https://example.com/i.png"}],
     )
     assert options.server_info == {
         "name": "n",
@@ -1164,7 +1164,7 @@ def test_server_info_includes_the_optional_identity_fields() -> None:
         "title": "T",
         "description": "D",
         "websiteUrl": "https://example.com",
-        "icons": [{"src": "i"}],
+        "icons": [{"src": "https://example.com/i.png"}],
     }
 
 

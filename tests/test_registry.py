@@ -320,7 +320,7 @@ def test_resource_wire_minimal_and_full() -> None:
         mime_type="text/plain",
         size=0,
         annotations={"priority": 1},
-        icons=[{"src": "i"}],
+        icons=[{"src": "https://example.com/i.png"}],
         meta={"m": 1},
     )
     assert full.wire == {
@@ -328,7 +328,7 @@ def test_resource_wire_minimal_and_full() -> None:
         "name": "r",
         "title": "R",
         "description": "desc",
-        "icons": [{"src": "i"}],
+        "icons": [{"src": "https://example.com/i.png"}],
         "mimeType": "text/plain",
         "size": 0,
         "annotations": {"priority": 1},
@@ -386,7 +386,7 @@ def test_template_wire_minimal_and_full() -> None:
         description="d",
         mime_type="application/json",
         annotations={"a": 1},
-        icons=[{"src": "i"}],
+        icons=[{"src": "https://example.com/i.png"}],
         meta={"m": 1},
         complete={"id": complete},
     )
@@ -395,7 +395,7 @@ def test_template_wire_minimal_and_full() -> None:
         "name": "p",
         "title": "P",
         "description": "d",
-        "icons": [{"src": "i"}],
+        "icons": [{"src": "https://example.com/i.png"}],
         "mimeType": "application/json",
         "annotations": {"a": 1},
         "_meta": {"m": 1},
@@ -464,14 +464,14 @@ def test_prompt_wire_minimal_and_full() -> None:
         title="P",
         description="d",
         arguments=(PromptArgument("a", required=True),),
-        icons=[{"src": "i"}],
+        icons=[{"src": "https://example.com/i.png"}],
         meta={"m": 1},
     )
     assert full.wire == {
         "name": "p",
         "title": "P",
         "description": "d",
-        "icons": [{"src": "i"}],
+        "icons": [{"src": "https://example.com/i.png"}],
         "_meta": {"m": 1},
         "arguments": [{"name": "a", "required": True}],
     }
@@ -590,6 +590,13 @@ def _make(kind: str, **face: Any) -> Any:
         ({"meta": ["k"]}, "meta must be an object"),
         ({"title": 3}, "title must be text"),
         ({"description": ["d"]}, "description must be text"),
+        # What a row's form refuses, code is refused too: clients would list it as sent.
+        (
+            {"icons": [{"mimeType": "image/png"}]},
+            "Invalid icons at /0: missing required property 'src'",
+        ),
+        ({"icons": [{"src": "javascript:alert(1)"}]}, "Icon 1's src must be a URI"),
+        ({"icons": [{"src": "https://a.example/i.png", "theme": "blue"}]}, "Invalid icons"),
     ],
 )
 def test_a_definition_whose_face_cannot_be_listed_is_refused(
@@ -603,6 +610,22 @@ def test_a_definition_whose_face_cannot_be_listed_is_refused(
 def test_annotations_must_be_an_object(kind: str) -> None:
     with pytest.raises(DefinitionError, match="annotations must be an object"):
         _make(kind, annotations=[1])
+
+
+@pytest.mark.parametrize(
+    ("kind", "annotations", "problem"),
+    [
+        ("tool", {"readOnlyHint": "yes"}, "Invalid annotations at /readOnlyHint: expected boolean"),
+        ("resource", {"priority": 7}, "Invalid annotations at /priority"),
+        ("template", {"audience": ["robot"]}, "Invalid annotations at /audience/0"),
+        ("resource", {"lastModified": "yesterday"}, "must be an RFC 3339 date-time"),
+    ],
+)
+def test_annotations_outside_the_schema_are_refused(
+    kind: str, annotations: dict[str, Any], problem: str
+) -> None:
+    with pytest.raises(DefinitionError, match=problem):
+        _make(kind, annotations=annotations)
 
 
 @pytest.mark.parametrize("kind", ["tool", "resource", "template", "prompt"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 from collections import OrderedDict
+from typing import Any
 
 import pytest
 
@@ -189,6 +190,22 @@ def test_content_dict_is_merged_under_the_uri_and_blob_bytes_encoded() -> None:
         {"uri": "x://1", "text": "a", "mimeType": "text/markdown"},
         {"uri": "x://1", "blob": base64.b64encode(b"\x01").decode(), "mimeType": "text/plain"},
     ]
+
+
+@pytest.mark.parametrize(
+    ("item", "problem"),
+    [
+        ({"text": 5}, "a 'text' that is not a string"),
+        ({"text": "a", "blob": b"x"}, "both 'text' and 'blob'"),
+        ({"blob": "not base64!!"}, "a 'blob' that is not base64 or bytes"),
+        ({"blob": 12}, "a 'blob' that is not base64 or bytes"),
+    ],
+)
+def test_content_dict_clients_could_not_read_is_an_internal_error(
+    item: dict[str, Any], problem: str
+) -> None:
+    with pytest.raises(InternalError, match=problem):
+        resource_contents(item, "x://1", None)
 
 
 def test_content_dict_may_name_its_own_uri() -> None:

@@ -82,7 +82,7 @@ def test_server_name_is_its_server_info_name_unless_overridden() -> None:
         description="D",
         instructions="Be nice",
         website_url="https://example.com",
-        icons=[{"src": "i"}],
+        icons=[{"src": "https://example.com/i.png"}],
         page_size=3,
         ttl_ms=1000,
         cache_scope="public",
@@ -97,7 +97,7 @@ def test_server_name_is_its_server_info_name_unless_overridden() -> None:
             "title": "T",
             "description": "D",
             "websiteUrl": "https://example.com",
-            "icons": [{"src": "i"}],
+            "icons": [{"src": "https://example.com/i.png"}],
         }
         assert custom.options.instructions == "Be nice"
         assert custom.options.page_size == 3
@@ -307,7 +307,7 @@ def test_add_tool_passes_every_attribute_through(server: mcp_app.Server) -> None
         input_schema={"type": "object", "properties": {"a": {"type": "string"}}},
         output_schema={"type": "object"},
         annotations={"readOnlyHint": True},
-        icons=[{"src": "i"}],
+        icons=[{"src": "https://example.com/i.png"}],
         meta={"m": 1},
         permission="app.use_tool",
     )
