@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
+import queue
+import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -618,6 +622,173 @@ def test_initialize_era_refuses_set_level_without_logging_and_a_bad_progress_tok
     assert out[3]["error"]["code"] == -32602
 
 
+def _nested(levels: int) -> Any:
+    value: Any = 1
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("era", ["2026-07-28", "2025-11-25"])
+def test_the_http_limits_on_nesting_and_tool_arguments_hold_over_stdio(era: str) -> None:
+    def call(request_id: int, arguments: dict[str, Any]) -> dict[str, Any]:
+        if era == "2026-07-28":
+            return request(request_id, "tools/call", {"name": "add", "arguments": arguments})
+        params = {"name": "add", "arguments": arguments}
+        return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+    opening = [] if era == "2026-07-28" else [initialize(era)]
+    deep = call(2, {"numbers": _nested(900)})
+    large = call(3, {"numbers": [1] * 700_000})  # over 2 MB as JSON
+    out = by_id(serve(*opening, deep, large, call(4, {"numbers": [1, 2]})))
+    # Answered as over HTTP, each with its request's id, and the session goes on.
+    assert out[2]["error"] == {"code": -32600, "message": "JSON nested deeper than 64 levels"}
+    assert out[3]["error"] == {"code": -32602, "message": "Tool arguments over 1048576 bytes"}
+    assert out[4]["result"]["structuredContent"] == {"sum": 3}
+
+
+@pytest.mark.parametrize("limit", [10**30, sys.maxsize])
+def test_any_max_body_bytes_lets_stdio_read(settings: Any, limit: int) -> None:
+    settings.MCP_APP = {**settings.MCP_APP, "MAX_BODY_BYTES": limit}
+    out = by_id(serve(request(1, "tools/list")))
+    assert out[1]["result"]["tools"][0]["name"] == "add"
+
+
+def _lines_out(out: list[Any]) -> tuple[list[list[dict[str, Any]]], list[dict[str, Any]]]:
+    """The array lines (batches' answers, each sorted by id) and the other lines."""
+    arrays = [
+        sorted(m, key=lambda a: (str(a["id"]), "error" in a)) for m in out if isinstance(m, list)
+    ]
+    return arrays, [m for m in out if not isinstance(m, list)]
+
+
+def test_a_2025_03_26_session_takes_batches() -> None:
+    from mcp_app import input_required, roots
+
+    own = mcp_app.Server("stdio-batch", rows=False)
+
+    @own.tool()
+    def where(arguments: dict[str, Any], context: Any) -> Any:
+        return input_required({"roots": roots()})
+
+    init = initialize("2025-03-26")
+    init["params"]["capabilities"] = {"roots": {}}
+
+    def message(request_id: Any, method: str, **params: Any) -> dict[str, Any]:
+        return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    batches = [
+        [message(5, "ping"), message(6, "tools/list")],
+        [],
+        [message(7, "initialize", **init["params"]), message(8, "ping"), message(8, "ping")],
+        # Neither a notification nor a response is answered, so neither is the batch.
+        [initialized, {"jsonrpc": "2.0", "id": "elicit-1", "result": {"action": "decline"}}],
+        # A request in a batch cannot ask the client for input.
+        [message(9, "tools/call", name="where")],
+        [7, [message(10, "ping")]],
+    ]
+    lines_in = [json.dumps(m) for m in [init, initialized, *batches]]
+    out = Lines()
+    try:
+        StdioServer(own, io.StringIO("".join(line + "\n" for line in lines_in)), out).serve()
+    finally:
+        mcp_app.server.servers.pop("stdio-batch", None)
+    arrays, lines = _lines_out(out.messages())
+    assert by_id(lines)[1]["result"]["protocolVersion"] == "2025-03-26"
+    assert [m for m in lines if "id" not in m] == [
+        {"jsonrpc": "2.0", "error": {"code": -32600, "message": "Empty batch"}}
+    ]
+    by_first = {batch[0]["id"]: batch for batch in arrays}
+    assert sorted(by_first, key=str) == [5, 7, 9, None]
+    pinged, listed = by_first[5]
+    assert pinged == {"jsonrpc": "2.0", "id": 5, "result": {}}
+    assert listed["id"] == 6 and listed["result"]["tools"][0]["name"] == "where"
+    assert by_first[7] == [
+        {
+            "jsonrpc": "2.0",
+            "id": 7,
+            "error": {"code": -32600, "message": "initialize cannot be batched"},
+        },
+        {"jsonrpc": "2.0", "id": 8, "result": {}},
+        {
+            "jsonrpc": "2.0",
+            "id": 8,
+            "error": {"code": -32600, "message": "Request id used twice in the batch"},
+        },
+    ]
+    (greeted,) = by_first[9]
+    assert greeted["result"]["isError"] is True
+    assert greeted["result"]["content"][0]["text"] == (
+        "Input cannot be asked for inside a batch; send the request on its own"
+    )
+    assert by_first[None] == [
+        {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Invalid Request"}},
+        {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Nested batch"}},
+    ]
+
+
+@pytest.mark.parametrize("version", ["2024-11-05", "2025-06-18", "2025-11-25", None])
+def test_batches_are_refused_on_other_revisions(version: str | None) -> None:
+    batch = json.dumps([{"jsonrpc": "2.0", "id": 5, "method": "ping"}])
+    out = serve(*([initialize(version)] if version else []), batch)
+    assert out[-1] == {
+        "jsonrpc": "2.0",
+        "error": {"code": -32600, "message": "Batches are accepted only on 2025-03-26"},
+    }
+
+
+def test_a_second_initialize_is_refused_and_the_session_kept() -> None:
+    again = {**initialize("2025-11-25"), "id": 2}
+    lines = "".join(json.dumps(m) + "\n" for m in [initialize("2025-06-18"), again])
+    out = Lines()
+    stdio = StdioServer(mcp_app.site, io.StringIO(lines), out)
+    stdio.serve()
+    assert by_id(out.messages())[2] == {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "error": {
+            "code": -32600,
+            "message": "The session is already initialized: a stdio stream has one session",
+        },
+    }
+    assert stdio.session is not None and stdio.session.protocol_version == "2025-06-18"
+
+
+def test_a_call_that_asks_the_client_once_its_input_ended_ends_at_once() -> None:
+    from mcp_app import elicit, input_required
+    from mcp_app.models import ToolCall
+
+    own = mcp_app.Server("stdio-ask-late", rows=False)
+    ended = threading.Event()
+
+    @own.tool()
+    def late(arguments: dict[str, Any], context: Any) -> Any:
+        ended.wait(5)  # asks only once the client has closed its input
+        return input_required({"name": elicit("Who?")})
+
+    class Input(io.StringIO):
+        def readline(self, size: int | None = -1) -> str:
+            line = super().readline(size)
+            if not line:
+                ended.set()
+            return line
+
+    init = initialize()
+    init["params"]["capabilities"] = {"elicitation": {}}
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "late"}}
+    out = Lines()
+    started = time.monotonic()
+    try:
+        StdioServer(own, Input("".join(json.dumps(m) + "\n" for m in [init, call])), out).serve()
+    finally:
+        mcp_app.server.servers.pop("stdio-ask-late", None)
+    # No answer can come: the call does not wait for one, nor hold the drain.
+    assert time.monotonic() - started < stdio.DRAIN_SECONDS
+    assert 2 not in by_id(out.messages())
+    assert ToolCall.objects.get(server="stdio-ask-late").outcome == "cancelled"
+
+
 # -- end to end with the official client ----------------------------------------------
 
 
@@ -740,6 +911,128 @@ def test_output_to_stdout_other_than_messages_goes_to_stderr(stdio_db: Path) -> 
     assert "requestState failed verification for tools/call" in done.stderr.decode()
     assert "from a subprocess" in done.stderr.decode()
     assert "through a kept stdout" in done.stderr.decode()
+
+
+class Command:
+    """``manage.py mcp_stdio`` in a process of its own, on the module's database, spoken to
+    line by line as a client does."""
+
+    def __init__(self, db: Path, stderr: Path) -> None:
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "project.settings",
+            "DATABASE_URL": f"sqlite:///{db}",
+        }
+        self.stderr = stderr
+        with stderr.open("wb") as errors:
+            self.process = subprocess.Popen(
+                [sys.executable, "manage.py", "mcp_stdio"],
+                cwd=ROOT,
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=errors,
+            )
+        self.received: queue.Queue[dict[str, Any]] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.received.put(json.loads(line))
+
+    def send(self, message: dict[str, Any]) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(message).encode() + b"\n")
+        self.process.stdin.flush()
+
+    def next(self) -> dict[str, Any]:
+        return self.received.get(timeout=60)
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        for pipe in (self.process.stdin, self.process.stdout):
+            if pipe is not None:
+                pipe.close()
+
+
+def _audit_rows(db: Path, after: int = 0) -> list[tuple[int, str, str]]:
+    with contextlib.closing(sqlite3.connect(db)) as connection:
+        query = "SELECT id, name, outcome FROM mcp_app_toolcall WHERE id > ? ORDER BY id"
+        return list(connection.execute(query, (after,)))
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("end", ["SIGTERM", "SIGINT", "end of input"])
+def test_the_command_ends_gracefully_on_sigterm_sigint_or_the_end_of_input(
+    stdio_db: Path, tmp_path: Path, end: str
+) -> None:
+    before = max([row[0] for row in _audit_rows(stdio_db)], default=0)
+    command = Command(stdio_db, tmp_path / "stderr")
+    try:
+        init = initialize()
+        init["params"]["capabilities"] = {"elicitation": {}}
+        command.send(init)
+        assert command.next()["id"] == 1
+        command.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        add = {"name": "add", "arguments": {"numbers": [1, 2]}}
+        command.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": add})
+        assert command.next()["result"]["structuredContent"] == {"sum": 3}
+        # A call that waits for the client's answer, which never comes.
+        command.send(
+            {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "greet"}}
+        )
+        assert command.next()["method"] == "elicitation/create"
+        started = time.monotonic()
+        if end == "end of input":
+            assert command.process.stdin is not None
+            command.process.stdin.close()
+        else:
+            command.process.send_signal(getattr(signal, end))
+        returncode = command.process.wait(timeout=30)
+        took = time.monotonic() - started
+    finally:
+        command.close()
+    errors = command.stderr.read_text()
+    assert returncode == 0, errors
+    assert "Traceback" not in errors
+    # The waiting call ended at once: it did not hold the drain.
+    assert took < stdio.DRAIN_SECONDS
+    # The finished call's audit row was queued (AUDIT_FLUSH_SECONDS) and is written all the
+    # same, and so is the waiting call's.
+    assert [row[1:] for row in _audit_rows(stdio_db, before)] == [
+        ("add", "complete"),
+        ("greet", "cancelled"),
+    ]
+
+
+@pytest.mark.e2e
+def test_sigterm_while_the_calls_drain_cancels_them_at_once(stdio_db: Path, tmp_path: Path) -> None:
+    # The official SDK closes the input, waits 2 s, sends SIGTERM, and kills 2 s later.
+    before = max([row[0] for row in _audit_rows(stdio_db)], default=0)
+    command = Command(stdio_db, tmp_path / "stderr")
+    try:
+        command.send(initialize())
+        assert command.next()["id"] == 1
+        command.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        slow = {"name": "slow_compute", "arguments": {"seconds": 60}}
+        command.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": slow})
+        assert command.process.stdin is not None
+        command.process.stdin.close()
+        time.sleep(1)  # the drain is under way
+        started = time.monotonic()
+        command.process.send_signal(signal.SIGTERM)
+        returncode = command.process.wait(timeout=30)
+        took = time.monotonic() - started
+    finally:
+        command.close()
+    errors = command.stderr.read_text()
+    assert returncode == 0, errors
+    assert "Traceback" not in errors
+    assert took < 2
+    assert [row[1:] for row in _audit_rows(stdio_db, before)] == [("slow_compute", "cancelled")]
 
 
 class Renewals:

@@ -212,10 +212,31 @@ def arguments_too_large(message: Any) -> bool:
         params = item.get("params") if isinstance(item, dict) else None
         arguments = params.get("arguments") if isinstance(params, dict) else None
         if arguments is not None:
-            size = len(json.dumps(arguments, separators=(",", ":")).encode())
+            # In UTF-8, as the body holds them (not each non-ASCII character as a \u escape).
+            dumped = json.dumps(arguments, separators=(",", ":"), ensure_ascii=False)
+            size = len(dumped.encode("utf-8", "surrogatepass"))
             if size > conf.MAX_ARGUMENTS_BYTES:
                 return True
     return False
+
+
+def over_limits(message: Any, body: bytes | str) -> ProtocolError | None:
+    """The error answering a message (parsed from ``body``) nested deeper than
+    ``MAX_JSON_DEPTH`` (``InvalidRequest``) or with tool arguments over
+    ``MAX_ARGUMENTS_BYTES`` (``InvalidParams``); ``None`` if it is within both. Any transport:
+    the caller chooses the id and, over HTTP, the status."""
+    # Counted in UTF-8 bytes, as an HTTP body is, whichever transport read the message.
+    data = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body
+    depth_limit = conf.MAX_JSON_DEPTH
+    # Nesting needs an opening bracket per level, so a body with few can skip the walk.
+    if (
+        data.count(b"[") + data.count(b"{") > depth_limit
+        and json_depth(message, depth_limit) > depth_limit
+    ):
+        return InvalidRequest(f"JSON nested deeper than {depth_limit} levels")
+    if len(data) > conf.MAX_ARGUMENTS_BYTES and arguments_too_large(message):
+        return InvalidParams(f"Tool arguments over {conf.MAX_ARGUMENTS_BYTES} bytes")
+    return None
 
 
 def _any_host() -> bool:
@@ -351,23 +372,12 @@ class Endpoint:
             return error_reply(None, exc)
         except RecursionError:
             return error_reply(None, InvalidRequest("JSON nested too deeply"), 400)
-        depth_limit = conf.MAX_JSON_DEPTH
-        # Nesting needs an opening bracket per level, so a body with few can skip the walk.
-        body = incoming.body
-        if (
-            body.count(b"[") + body.count(b"{") > depth_limit
-            and json_depth(message, depth_limit) > depth_limit
-        ):
-            return error_reply(
-                None, InvalidRequest(f"JSON nested deeper than {depth_limit} levels"), 400
-            )
-        if len(incoming.body) > conf.MAX_ARGUMENTS_BYTES and arguments_too_large(message):
+        refused = over_limits(message, incoming.body)
+        if isinstance(refused, InvalidParams):
             request_id = message.get("id") if isinstance(message, dict) else None
-            return error_reply(
-                request_id if jsonrpc.valid_id(request_id) else None,
-                InvalidParams(f"Tool arguments over {conf.MAX_ARGUMENTS_BYTES} bytes"),
-                413,
-            )
+            return error_reply(request_id if jsonrpc.valid_id(request_id) else None, refused, 413)
+        if refused is not None:
+            return error_reply(None, refused, 400)
         if is_legacy(message, incoming.headers):
             return self.legacy.post(message, incoming)
         return self.stateless(message, incoming)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from types import FrameType
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from django.db import close_old_connections
@@ -18,8 +20,9 @@ from ..protocol.context import RequestContext
 from ..protocol.jsonrpc import InvalidParams, InvalidRequest, ParseError, ProtocolError
 from ..sessions import SessionData
 from . import sse
+from .http import over_limits
 from .legacy import _error as legacy_error
-from .legacy import bad_meta, no_logging
+from .legacy import _repeated_id, bad_meta, cancels, no_logging
 from .listen import RESOURCE_KINDS, Renewal, fresh_user
 
 if TYPE_CHECKING:
@@ -27,8 +30,21 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("mcp_app")
 JSON = dict[str, Any]
+#: Gives a request's final message; ``None`` when it gets none (the client cancelled it).
+Answer = Callable[[JSON | None], None]
 #: Seconds to let calls in flight finish once the input has ended.
 DRAIN_SECONDS = 5.0
+#: Seconds a call cancelled at the end has to stop, so that its audit row is written: well
+#: within the 2 s a client gives between SIGTERM and SIGKILL (the official SDK does).
+CANCEL_GRACE_SECONDS = 0.5
+#: The one revision with JSON-RPC batches.
+BATCH_VERSION = "2025-03-26"
+
+
+class _Stopped(BaseException):
+    """Raised by ``StdioServer.stop()`` in the reader's thread to end a wait (for a line, or
+    for the calls to end): a BaseException, so that no ``except Exception`` takes it for an
+    error."""
 
 
 class StdioServer:
@@ -53,8 +69,17 @@ class StdioServer:
         self._listens: dict[Any, Callable[[], None]] = {}
         self._threads: list[threading.Thread] = []
         self._renewals = _Renewals()
+        #: The requests sent to the client whose answer a call waits for, by their id: the
+        #: call's id and context (under ``_calls_lock``, as is ``_input_ended``).
+        self._awaiting: dict[Any, tuple[Any, RequestContext]] = {}
+        self._input_ended = False
+        self._stopping = False
+        #: Whether the reader's thread waits, for a line or for the calls to end, where a
+        #: stop() may cut the wait short.
+        self._waiting = False
+        self._reader: threading.Thread | None = None
 
-    def write(self, message: JSON) -> None:
+    def write(self, message: JSON | list[JSON]) -> None:
         line = jsonrpc.encode(message, sse.ENCODER)
         with self._write_lock:
             self.outfile.write(line + "\n")
@@ -66,31 +91,37 @@ class StdioServer:
         return fresh_user(self.user)
 
     def serve(self) -> None:
-        """Read until end of input, then cancel and drain what is still running."""
-        for line in self._lines():
-            if line is None:
-                limit = conf.MAX_BODY_BYTES
-                error = InvalidRequest(f"Message over MAX_BODY_BYTES ({limit} characters)")
-                self.write(jsonrpc.error_response(None, error))
-                continue
-            if not line.strip():
-                continue
-            try:
-                self.receive(line)
-            except Exception:  # one bad message must not end the session
-                logger.exception("Error serving a stdio message")
-        # Calls already under way may finish and answer; then whatever is left is cancelled.
+        """Read until end of input or ``stop()``; then let the calls under way finish, for up
+        to ``DRAIN_SECONDS`` (not after ``stop()``), and cancel the rest."""
+        self._reader = threading.current_thread()
+        try:
+            for line in self._lines():
+                if line is None:
+                    limit = conf.MAX_BODY_BYTES
+                    error = InvalidRequest(f"Message over MAX_BODY_BYTES ({limit} characters)")
+                    self.write(jsonrpc.error_response(None, error))
+                    continue
+                if not line.strip():
+                    continue
+                try:
+                    self.receive(line)
+                except Exception:  # one bad message must not end the session
+                    logger.exception("Error serving a stdio message")
+        except _Stopped:
+            pass  # stopped while waiting for a line: the session ends as at the end of input
+        self._end_input()
         for unsubscribe in list(self._listens.values()):
             unsubscribe()
         self._renewals.stop()
-        deadline = time.monotonic() + DRAIN_SECONDS
-        for thread in self._threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
-        self._renewals.join(max(0.0, deadline - time.monotonic()))
+        # Calls already under way may finish and answer, unless stop() says to end now; then
+        # whatever is left is cancelled, and has a moment to stop and write its audit row.
+        self._join(DRAIN_SECONDS, stoppable=True)
         with self._calls_lock:
             left = list(self._calls.values())
         for ctx in left:
             ctx.cancelled.set()
+        if left:
+            self._join(CANCEL_GRACE_SECONDS)
         # The process ends with the session: its tasks end now, not when their leases run out.
         from ..tasks import end_running
 
@@ -98,21 +129,75 @@ class StdioServer:
         if ended:
             logger.warning("Failed %d task(s) still running when the stdio session ended", ended)
 
+    def stop(self, signum: int = 0, frame: FrameType | None = None) -> None:
+        """End the session as the end of its input would, and cancel the calls under way
+        without waiting for them to finish; a handler for ``SIGTERM`` and ``SIGINT``.
+
+        The reader reads no further line. Run in the reader's thread (a signal handler, in the
+        main thread) it also ends the reader's wait, for a line or for the calls to finish;
+        from another thread, the reader stops after the line it waits for.
+        """
+        self._stopping = True
+        if self._waiting and threading.current_thread() is self._reader:
+            self._waiting = False  # raised once: a second signal must not end what follows
+            raise _Stopped
+
+    def _join(self, seconds: float, stoppable: bool = False) -> None:
+        """Wait up to ``seconds`` for the calls' threads (and a renewal under way) to end;
+        ``stoppable``: no longer than until ``stop()`` is called."""
+        deadline = time.monotonic() + seconds
+        try:
+            try:
+                self._waiting = stoppable
+                if stoppable and self._stopping:
+                    return
+                for thread in self._threads:
+                    thread.join(max(0.0, deadline - time.monotonic()))
+                self._renewals.join(max(0.0, deadline - time.monotonic()))
+            finally:
+                self._waiting = False
+        except _Stopped:
+            pass
+
+    def _end_input(self) -> None:
+        """No answer can come from the client any more: calls waiting for one end now, as
+        do those that ask later, instead of waiting for ``INPUT_TIMEOUT_SECONDS``."""
+        with self._calls_lock:
+            self._input_ended = True
+            waiting = {
+                request_id
+                for request_id, ctx in self._awaiting.values()
+                if self._calls.get(request_id) is ctx  # else cancelled, and woken already
+            }
+            self._awaiting.clear()
+        if self.session is not None:
+            for request_id in waiting:
+                cancels.add(self.session.id, request_id)
+
     # -- reading -------------------------------------------------------------------------
 
     def _lines(self) -> Iterator[str | None]:
         """The input's lines; ``None`` for one longer than ``MAX_BODY_BYTES``, skipped unread."""
-        limit = conf.MAX_BODY_BYTES
+        # readline() takes no size past sys.maxsize, and no line could be that long anyway.
+        limit = min(conf.MAX_BODY_BYTES, sys.maxsize - 1)
         while True:
-            line = self.infile.readline(limit + 1)
+            line = self._readline(limit + 1)
             if not line:
                 return
             if len(line) <= limit or line.endswith("\n"):
                 yield line
                 continue
             while line and not line.endswith("\n"):  # the rest of it, a bounded piece at a time
-                line = self.infile.readline(limit + 1)
+                line = self._readline(limit + 1)
             yield None
+
+    def _readline(self, size: int) -> str:
+        """Up to ``size`` characters of a line; ``""`` at the end of input, or once stopped."""
+        self._waiting = True
+        try:
+            return "" if self._stopping else self.infile.readline(size)
+        finally:
+            self._waiting = False
 
     def receive(self, line: str) -> None:
         try:
@@ -123,29 +208,84 @@ class StdioServer:
         except RecursionError:
             self.write(jsonrpc.error_response(None, InvalidRequest("JSON nested too deeply")))
             return
+        refused = over_limits(message, line)
+        if refused is not None:
+            request_id = message["id"] if jsonrpc.classify(message) == "request" else None
+            self.write(jsonrpc.error_response(request_id, refused))
+            return
+        if isinstance(message, list):
+            self.batch(message)
+        else:
+            self.one(message, self._send)
+
+    def one(self, message: Any, send: Answer, interactive: bool = True) -> None:
+        """Serve one message; a request's answer (or an invalid message's error) goes to
+        ``send``. ``interactive``: whether a request may ask the client for input."""
         kind = jsonrpc.classify(message)
         if kind == "invalid":
-            self.write(jsonrpc.error_response(None, InvalidRequest("Invalid Request")))
+            request_id = message.get("id") if isinstance(message, dict) else None
+            error = InvalidRequest("Invalid Request")
+            send(
+                jsonrpc.error_response(request_id if jsonrpc.valid_id(request_id) else None, error)
+            )
             return
         try:
-            self.dispatch(kind, message)
+            self.dispatch(kind, message, send, interactive)
         except Exception:
-            if kind != "request":
-                raise  # logged by serve(); a notification or response gets no answer
-            logger.exception("Error serving %s", message.get("method"))
-            self.write(
-                jsonrpc.error_response(message["id"], jsonrpc.InternalError("Internal error"))
-            )
+            # One bad message must not end the session, nor leave a batch unanswered.
+            logger.exception("Error serving %s", message.get("method") or "a stdio message")
+            if kind == "request":  # a notification or response gets no answer
+                send(jsonrpc.error_response(message["id"], jsonrpc.InternalError("Internal error")))
 
-    def dispatch(self, kind: str, message: JSON) -> None:
+    def _send(self, final: JSON | None) -> None:
+        """Write a request's answer on a line of its own."""
+        if final is not None:  # None: the client cancelled the request
+            self.write(final)
+
+    def batch(self, messages: list[Any]) -> None:
+        """A 2025-03-26 batch: each message served as on its own line, without asking the
+        client for input, and the answers written as one array once all are in (by the rules
+        of ``LegacyEndpoint.batch``, which serves batches over HTTP)."""
+        session = self.session
+        if session is None or session.protocol_version != BATCH_VERSION:
+            refusal = InvalidRequest(f"Batches are accepted only on {BATCH_VERSION}")
+            self.write(jsonrpc.error_response(None, refusal))
+            return
+        if not messages:
+            self.write(jsonrpc.error_response(None, InvalidRequest("Empty batch")))
+            return
+        answers = _Batch(self.write)
+        ids: set[tuple[bool, Any]] = set()
+        for message in messages:
+            if _repeated_id(message, ids):
+                # Two answers with one id could not be told apart: the first one runs.
+                repeated = InvalidRequest("Request id used twice in the batch")
+                answers.expect()(legacy_error(message["id"], repeated))
+            elif isinstance(message, list):
+                answers.expect()(legacy_error(None, InvalidRequest("Nested batch")))
+            elif isinstance(message, dict) and message.get("method") == "initialize":
+                if "id" in message:  # a notification is never answered, even a wrong one
+                    request_id = message["id"] if jsonrpc.valid_id(message["id"]) else None
+                    refusal = InvalidRequest("initialize cannot be batched")
+                    answers.expect()(legacy_error(request_id, refusal))
+            elif jsonrpc.classify(message) in ("request", "invalid"):
+                self.one(message, answers.expect(), interactive=False)
+            else:
+                self.one(message, self._send)  # a notification or response: no answer
+        answers.close()
+
+    def dispatch(self, kind: str, message: JSON, send: Answer, interactive: bool = True) -> None:
         if kind == "response":
+            if jsonrpc.valid_id(message["id"]):
+                with self._calls_lock:
+                    self._awaiting.pop(message["id"], None)
             if self.session is not None:
                 channel = self.server.channel(f"session:{self.session.id}")
                 backend().publish(channel, message)
         elif kind == "notification":
             self.notification(message)
         else:
-            self.request(message)
+            self.request(message, send, interactive)
 
     def notification(self, message: JSON) -> None:
         params = message.get("params") or {}
@@ -164,54 +304,66 @@ class StdioServer:
                 backend().publish(channel, {"cancel": request_id})
             self.end_listen(request_id)
 
-    def request(self, message: JSON) -> None:
+    def request(self, message: JSON, send: Answer, interactive: bool = True) -> None:
+        """Serve a request; on a session, its answer goes to ``send`` (batches have one)."""
         request_id = message["id"]
         if request_id in self._calls or request_id in self._listens:
             # Its answer, or a cancellation, could not be told apart from the other's.
             error = InvalidRequest(f"Request id {request_id!r} is already in use by a request")
-            self.write(jsonrpc.error_response(request_id, error))
+            send(jsonrpc.error_response(request_id, error))
             return
         params = message.get("params") or {}
         raw_meta = params.get("_meta")
         meta: JSON = raw_meta if isinstance(raw_meta, dict) else {}
-        if message["method"] == "initialize" and versions.META_PROTOCOL_VERSION not in meta:
+        if self.session is not None:
+            # A stream has one session: initialize again is refused there, and the session,
+            # its version and subscriptions stay as they are.
+            self.legacy_request(message, self.session, send, interactive)
+        elif message["method"] == "initialize" and versions.META_PROTOCOL_VERSION not in meta:
             self.initialize(message)
-        elif self.session is not None:
-            self.legacy_request(message, self.session)
         else:
             self.modern_request(message)
 
     @contextlib.contextmanager
     def _answering(
-        self, request_id: Any, ctx: RequestContext
-    ) -> Iterator[Callable[[JSON | None], None]]:
-        """A call's thread: whatever ends it, the call is answered and forgotten.
+        self, request_id: Any, ctx: RequestContext, send: Answer | None = None
+    ) -> Iterator[Answer]:
+        """A call's thread: whatever ends it, the call is answered (through ``send``, once,
+        if only with ``None``) and forgotten.
 
         Yields the function that sends the final message, after forgetting the id, so a
         client may use the id again as soon as it has the answer.
         """
+        send = send or self._send
+        sent = False
 
         def forget() -> None:
-            # A cancelled call's id may already be another request's.
             with self._calls_lock:
+                # A cancelled call's id may already be another request's.
                 if self._calls.get(request_id) is ctx:
                     del self._calls[request_id]
+                for key in [k for k, (_rid, asker) in self._awaiting.items() if asker is ctx]:
+                    del self._awaiting[key]  # answers it no longer waits for
 
         def answer(final: JSON | None) -> None:
+            nonlocal sent
             forget()
-            if final is not None:  # None: the client cancelled the request
-                self.write(final)
+            sent = True
+            send(final)
 
         try:
             yield answer
         except BaseException as exc:  # SystemExit too: it would only end this thread
             logger.error("Error answering request %r", request_id, exc_info=exc)
-            if not ctx.is_cancelled:
+            if not sent:
+                error = jsonrpc.error_response(request_id, jsonrpc.InternalError("Internal error"))
                 with contextlib.suppress(Exception):
-                    error = jsonrpc.InternalError("Internal error")
-                    self.write(jsonrpc.error_response(request_id, error))
+                    answer(None if ctx.is_cancelled else error)
         finally:
             forget()
+            if not sent:  # a batch waits for each of its requests' answers, even none
+                with contextlib.suppress(Exception):
+                    answer(None)
 
     def _spawn(self, target: Callable[[], None]) -> None:
         def run() -> None:
@@ -272,10 +424,12 @@ class StdioServer:
         stream: _Followed,
         opening: list[JSON],
         backlog: Callable[[], list[sse.Event]] | None = None,
+        acknowledge: Callable[[], None] | None = None,
     ) -> None:
         """Write ``opening`` and the ``backlog()`` read once subscribed, then what ``stream``
         makes of its deliveries, until ``end_listen(key)``; a stream that renews checks
-        access again, as HTTP streams do.
+        access again, as HTTP streams do. ``acknowledge()`` is called before the first of
+        them is written (it answers the request that subscribed).
 
         Subscribed before ``opening`` is written, so that nothing delivered in between is
         lost: what is, is held as it came and made into events only after the backlog, as
@@ -306,6 +460,8 @@ class StdioServer:
             unsubscribe()  # answered as an error: nothing follows
             raise
         with lock:
+            if acknowledge is not None:
+                acknowledge()
             for message in first:
                 self.write(message)
             for channel, message in held or ():
@@ -336,55 +492,82 @@ class StdioServer:
         self.session = session
         self.write(jsonrpc.result_response(message["id"], result))
 
-    def legacy_request(self, message: JSON, session: SessionData) -> None:
+    def legacy_request(
+        self, message: JSON, session: SessionData, send: Answer, interactive: bool = True
+    ) -> None:
+        """A request on the session, answered through ``send``; ``interactive``: whether it
+        may ask the client for input (not inside a batch)."""
         request_id, method = message["id"], message["method"]
         params = message.get("params") or {}
         if method == "ping":
-            self.write(jsonrpc.result_response(request_id, {}))
+            send(jsonrpc.result_response(request_id, {}))
             return
         if method == "logging/setLevel":
             if not self.server.options.logging:
-                self.write(legacy_error(request_id, no_logging()))
+                send(legacy_error(request_id, no_logging()))
                 return
             level = params.get("level")
             if level not in versions.LOG_LEVELS:
-                self.write(legacy_error(request_id, InvalidParams(f"Unknown log level {level!r}")))
+                send(legacy_error(request_id, InvalidParams(f"Unknown log level {level!r}")))
                 return
             session.log_level = str(level)
-            self.write(jsonrpc.result_response(request_id, {}))
+            send(jsonrpc.result_response(request_id, {}))
             return
         if method in ("resources/subscribe", "resources/unsubscribe"):
-            self.subscription(request_id, method, params, session)
+            self.subscription(request_id, method, params, session, send)
             return
         if method == "initialize" or not self.endpoint.engine.knows(method):
             error: ProtocolError = (
-                InvalidRequest("The session is already initialized")
+                InvalidRequest("The session is already initialized: a stdio stream has one session")
                 if method == "initialize"
                 else jsonrpc.MethodNotFound(f"Method not found: {jsonrpc.clip(method)}")
             )
-            self.write(legacy_error(request_id, error))
+            send(legacy_error(request_id, error))
             return
         bad = bad_meta(params)
         if bad is not None:
-            self.write(legacy_error(request_id, bad))
+            send(legacy_error(request_id, bad))
             return
-        ctx = self.endpoint.legacy.context(session, method, params, self.caller(), emit=self.write)
+        ctx = self.endpoint.legacy.context(session, method, params, self.caller())
+        ctx.interactive = interactive
+
+        def emit(message: JSON) -> None:
+            self._emit(request_id, ctx, session, message)
+
+        ctx.emit = emit
         with self._calls_lock:
             self._calls[request_id] = ctx
         catalog = self.server.catalog()
 
         def run() -> None:
-            with self._answering(request_id, ctx) as answer:
+            with self._answering(request_id, ctx, send) as answer:
                 answer(self.endpoint.legacy.call(request_id, method, params, ctx, catalog, session))
 
         self._spawn(run)
 
+    def _emit(
+        self, request_id: Any, ctx: RequestContext, session: SessionData, message: JSON
+    ) -> None:
+        """Send what a session's call sends before its answer. A request to the client is
+        awaited until its answer comes; once the input has ended none can, and the call
+        ends at once."""
+        ended = False
+        if jsonrpc.classify(message) == "request":
+            with self._calls_lock:
+                ended = self._input_ended
+                if not ended:
+                    self._awaiting[message["id"]] = (request_id, ctx)
+        if ended:
+            # Before it is written: writing may fail once the client has gone.
+            cancels.add(session.id, request_id)
+        self.write(message)
+
     def subscription(
-        self, request_id: Any, method: str, params: JSON, session: SessionData
+        self, request_id: Any, method: str, params: JSON, session: SessionData, send: Answer
     ) -> None:
         uri = params.get("uri")
         if not isinstance(uri, str) or not uri:
-            self.write(legacy_error(request_id, InvalidParams(f"{method} needs a 'uri'")))
+            send(legacy_error(request_id, InvalidParams(f"{method} needs a 'uri'")))
             return
         key = f"updated:{uri}"
         self.end_listen(key)
@@ -394,10 +577,55 @@ class StdioServer:
             self._follow(
                 key,
                 _Subscription(self.server, uri, lambda: legacy.hides(uri, session, self.user)),
-                [answer],
+                [],
+                acknowledge=lambda: send(answer),
             )
         else:
-            self.write(answer)
+            send(answer)
+
+
+class _Batch:
+    """A batch's answers, written as one array once each of its requests has its answer
+    (a cancelled one has none, and is left out); nothing is written if none has one."""
+
+    def __init__(self, write: Callable[[list[JSON]], None]) -> None:
+        self._write = write
+        self._lock = threading.Lock()
+        self._answers: list[JSON] = []
+        self._open = 1  # the batch itself, until close(): its last request may not be read yet
+
+    def expect(self) -> Answer:
+        """The function that gives one request's answer; only its first call counts."""
+        with self._lock:
+            self._open += 1
+        given = threading.Event()
+
+        def answer(final: JSON | None) -> None:
+            with self._lock:
+                if given.is_set():
+                    return
+                given.set()
+            self._done(final)
+
+        return answer
+
+    def close(self) -> None:
+        """Every message of the batch has been read."""
+        self._done(None)
+
+    def _done(self, final: JSON | None) -> None:
+        with self._lock:
+            if final is not None:
+                self._answers.append(final)
+            self._open -= 1
+            if self._open or not self._answers:
+                return
+            answers = self._answers
+        for answer in answers:
+            # JSON-RPC 2.0: an entry whose request's id could not be read has the id null (in
+            # an array, an entry without one is matched to no request).
+            answer.setdefault("id", None)
+        self._write(answers)
 
 
 class _Followed(Protocol):

@@ -5,7 +5,12 @@ from __future__ import annotations
 import io
 import logging
 import os
+import signal
 import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import FrameType
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -26,6 +31,7 @@ class Command(BaseCommand):
         from django.contrib.auth import get_user_model
         from django.contrib.auth.models import AnonymousUser
 
+        from mcp_app import audit
         from mcp_app.server import servers
         from mcp_app.transport.stdio import StdioServer
 
@@ -60,18 +66,47 @@ class Command(BaseCommand):
         )
         sys.stdout = sys.stderr
         logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
-        try:
-            StdioServer(server, protocol_in, protocol_out, user=user).serve()
-        finally:
-            protocol_out.flush()
-            protocol_out.detach()
-            protocol_in.detach()
-            sys.stdout = saved
-            if wire is not None:
-                # What was written to the old stdout object meanwhile goes where it went.
-                saved.flush()
-                os.dup2(wire.fileno(), saved.fileno())
-                wire.close()
+        stdio = StdioServer(server, protocol_in, protocol_out, user=user)
+        # Clients end a server by closing its input, then by SIGTERM if it has not gone (the
+        # official SDK waits 2 s, and kills it 2 s later); a person by ^C. Each ends it as the
+        # end of input does, without a traceback: the calls under way are ended, the queued
+        # audit rows written, and the command exits with 0.
+        with _handled(SIGNALS, stdio.stop):
+            try:
+                stdio.serve()
+                audit.flush()
+            finally:
+                protocol_out.flush()
+                protocol_out.detach()
+                protocol_in.detach()
+                sys.stdout = saved
+                if wire is not None:
+                    # What was written to the old stdout object meanwhile goes where it went.
+                    saved.flush()
+                    os.dup2(wire.fileno(), saved.fileno())
+                    wire.close()
+
+
+#: The signals that end the command as the end of its input does.
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+@contextmanager
+def _handled(
+    signals: tuple[signal.Signals, ...], handler: Callable[[int, FrameType | None], None]
+) -> Iterator[None]:
+    """``handler`` for ``signals`` meanwhile; only in the main thread, the only one that may
+    set them (a test's ``call_command`` in another thread keeps the handlers it has)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.signal(signum, handler) for signum in signals}
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            if old is not None:  # None: set outside Python, and cannot be set back
+                signal.signal(signum, old)
 
 
 def _own_stdout(stdout: Any) -> io.BufferedWriter[io.FileIO] | None:
