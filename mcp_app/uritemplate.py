@@ -105,6 +105,7 @@ _Atom = _Literal | _Capture
 class _Matcher:
     atoms: tuple[_Atom, ...]
     prefix: str
+    #: The characters the query may begin with ("?", "&", or "?&"); None without a query.
     query_lead: str | None
     query_names: frozenset[str]
 
@@ -265,6 +266,9 @@ def _compile_matcher(template: str, parts: tuple[str | _Expression, ...]) -> _Ma
     atoms: list[_Atom] = []
     query_names: list[str] = []
     query_lead: str | None = None
+    #: Whether a ``{&...}`` follows a ``{?...}``: with every ``{?...}`` variable absent, its
+    #: "&" comes straight after the path.
+    and_after_query = False
     for part in parts:
         is_query = isinstance(part, _Expression) and part.operator in _QUERY_OPERATORS
         if query_lead is not None and not is_query:
@@ -280,6 +284,7 @@ def _compile_matcher(template: str, parts: tuple[str | _Expression, ...]) -> _Ma
                     f"prefix modifier ':{spec.prefix}' on {spec.name!r} is not supported"
                 )
         if is_query:
+            and_after_query = and_after_query or (query_lead == "?" and part.operator == "&")
             query_lead = query_lead or part.operator
             query_names.extend(spec.name for spec in part.varspecs)
         else:
@@ -294,9 +299,20 @@ def _compile_matcher(template: str, parts: tuple[str | _Expression, ...]) -> _Ma
                 in_query = in_query or "?" in atom.text
             elif in_query and not atom.lazy:
                 atoms[index] = replace(atom, stop=atom.stop + "&")
+    if and_after_query:
+        # Then the path ends at its first "&", which a variable that encodes reserved
+        # characters has none of.
+        atoms = [
+            replace(atom, stop=atom.stop + "&")
+            if isinstance(atom, _Capture) and not atom.lazy and "&" not in atom.stop
+            else atom
+            for atom in atoms
+        ]
     first = atoms[0] if atoms else None
     prefix = first.text if isinstance(first, _Literal) else ""
-    return _Matcher(tuple(atoms), prefix, query_lead, frozenset(query_names))
+    # The characters the query may begin with: "&" too when every "{?...}" variable may be absent.
+    leads = None if query_lead is None else query_lead + ("&" if and_after_query else "")
+    return _Matcher(tuple(atoms), prefix, leads, frozenset(query_names))
 
 
 def _decoded(value: str) -> str:
@@ -333,7 +349,7 @@ def _scan(matcher: _Matcher, uri: str) -> tuple[dict[str, str], int] | None:
     ok = [False] * size + [True]
     if matcher.query_lead is not None:
         for end in range(uri.rfind("#") + 1, size):
-            ok[end] = uri[end] == matcher.query_lead
+            ok[end] = uri[end] in matcher.query_lead
     steps: list[tuple[_Atom, list[bool], list[int]]] = []
     for atom in reversed(matcher.atoms):
         if isinstance(atom, _Literal):

@@ -513,3 +513,20 @@ def test_a_variable_used_twice_expands_twice(template: str, expected: str) -> No
     parsed = URITemplate(template)
     assert parsed.expand({"var": "value", "who": "fred"}) == expected
     assert len(parsed.variables) == 1
+
+
+@pytest.mark.parametrize(
+    ("values", "uri"),
+    [
+        ({"id": "7", "r": "2"}, "x://7&r=2"),
+        ({"id": "7", "q": "1", "r": "2"}, "x://7?q=1&r=2"),
+        ({"id": "7"}, "x://7"),
+        ({"id": "a&b", "r": "2"}, "x://a%26b&r=2"),
+    ],
+)
+def test_a_continued_query_whose_first_part_is_absent_matches_what_it_expands_to(
+    values: dict[str, str], uri: str
+) -> None:
+    template = URITemplate("x://{id}{?q}{&r}")
+    assert template.expand(values) == uri
+    assert template.match(uri) == values
