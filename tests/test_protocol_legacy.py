@@ -161,6 +161,15 @@ def test_prompt_arguments_have_no_title_before_2025_06_18() -> None:
     assert adapted["prompts"][0]["arguments"] == [{"name": "a", "required": True}]
 
 
+def test_resource_annotations_have_no_last_modified_before_2025_06_18() -> None:
+    annotations = {"priority": 0.5, "lastModified": "2025-01-12T15:00:58Z"}
+    listed = {"resources": [{"uri": "a://b", "name": "b", "annotations": annotations}]}
+    adapted = legacy.result_for("2025-03-26", "resources/list", listed)
+    assert adapted["resources"][0]["annotations"] == {"priority": 0.5}
+    kept = legacy.result_for("2025-06-18", "resources/list", listed)
+    assert kept["resources"][0]["annotations"] == annotations
+
+
 def test_other_results_pass_unchanged() -> None:
     result = {"contents": [{"uri": "a://b", "text": "x"}]}
     assert legacy.result_for("2025-03-26", "resources/read", result) is result

@@ -95,6 +95,10 @@ def _definition_for(version: str, item: Any) -> Any:
             {k: v for k, v in a.items() if k != "title"} if isinstance(a, dict) else a
             for a in arguments
         ]
+    annotations = adapted.get("annotations")
+    if version < "2025-06-18" and isinstance(annotations, dict) and "lastModified" in annotations:
+        # Annotations of a resource gained lastModified in 2025-06-18.
+        adapted["annotations"] = {k: v for k, v in annotations.items() if k != "lastModified"}
     return adapted
 
 
