@@ -126,6 +126,26 @@ def demo_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoServer
     server.stop()
 
 
+def run_site_script(database: Path, script: str) -> None:
+    """Migrate the demo site onto the SQLite file ``database``, then run ``script`` (which
+    sets Django up itself) in a Python process of its own, which exits as any would."""
+    environment = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "project.settings",
+        "DATABASE_URL": f"sqlite:///{database}",
+        "SECRET_KEY": "site-script-test",
+    }
+    root = Path(__file__).resolve().parent.parent
+
+    def run(*command: str) -> None:
+        subprocess.run(
+            [sys.executable, *command], cwd=root, env=environment, check=True, timeout=120
+        )
+
+    run("manage.py", "migrate", "--noinput", "-v", "0")
+    run("-c", script)
+
+
 def modern_meta(capabilities: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
     meta = {
         "io.modelcontextprotocol/protocolVersion": MODERN,

@@ -6,8 +6,6 @@ import logging
 import math
 import os
 import sqlite3
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -32,6 +30,7 @@ from mcp_app import Server, audit, elicit, input_required, tool_error
 from mcp_app.checks import check_settings
 from mcp_app.models import ToolCall
 from mcp_app.testing import MCPClient, MCPClientError
+from tests.conftest import run_site_script
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.urls(__name__)]
 
@@ -666,20 +665,6 @@ def test_a_forked_child_starts_with_an_empty_queue_of_its_own(deferred: Any) -> 
 
 def test_a_clean_exit_writes_what_is_queued(tmp_path: Any) -> None:
     database = tmp_path / "exit.sqlite3"
-    environment = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "project.settings",
-        "DATABASE_URL": f"sqlite:///{database}",
-        "SECRET_KEY": "audit-exit-test",
-    }
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-    def run(*command: str) -> None:
-        subprocess.run(
-            [sys.executable, *command], cwd=root, env=environment, check=True, timeout=120
-        )
-
-    run("manage.py", "migrate", "--noinput", "-v", "0")
     script = (
         "import django; django.setup()\n"
         "from mcp_app import audit\n"
@@ -688,7 +673,7 @@ def test_a_clean_exit_writes_what_is_queued(tmp_path: Any) -> None:
         " 1.0, 'complete'))\n"
         "assert audit.pending() == 3\n"
     )
-    run("-c", script)
+    run_site_script(database, script)
     with sqlite3.connect(database) as db:
         names = [name for (name,) in db.execute("SELECT name FROM mcp_app_toolcall ORDER BY id")]
     assert names == ["tool-0", "tool-1", "tool-2"]

@@ -30,7 +30,7 @@ from mcp_app.models import Task, ToolCall
 from mcp_app.protocol.tasks import EXTENSION
 from mcp_app.testing import MCPClient
 from project.urls import urlpatterns as site_patterns
-from tests.conftest import modern_request
+from tests.conftest import modern_request, run_site_script
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.urls(__name__)]
 
@@ -1172,26 +1172,9 @@ def test_the_test_client_follows_a_task_with_its_requests() -> None:
 
 
 def test_a_process_that_exits_fails_the_tasks_it_runs_and_audits_them(tmp_path: Any) -> None:
-    import os
     import sqlite3
-    import subprocess
-    import sys
 
     database = tmp_path / "exit.sqlite3"
-    environment = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "project.settings",
-        "DATABASE_URL": f"sqlite:///{database}",
-        "SECRET_KEY": "tasks-exit-test",
-    }
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-    def run(*command: str) -> None:
-        subprocess.run(
-            [sys.executable, *command], cwd=root, env=environment, check=True, timeout=120
-        )
-
-    run("manage.py", "migrate", "--noinput", "-v", "0")
     # A task of an hour, started through the site's endpoint; then the process ends.
     script = f"""
 import json
@@ -1210,7 +1193,7 @@ answer = Client().post(
 ).json()
 assert answer["result"]["resultType"] == "task", answer
 """
-    run("-c", script)
+    run_site_script(database, script)
     with sqlite3.connect(database) as db:
         tasks_rows = list(db.execute("SELECT status, status_message FROM mcp_app_task"))
         audited = list(db.execute("SELECT name, outcome FROM mcp_app_toolcall"))

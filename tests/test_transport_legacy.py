@@ -1167,14 +1167,7 @@ def test_a_cancelled_call_of_a_client_taking_json_only_ends_without_a_stream(
 ) -> None:
     from mcp_app.models import StreamEvent
 
-    running = threading.Event()
-
-    def hold_until_cancelled(arguments: JSON, context: RequestContext) -> str:
-        running.set()
-        context.cancelled.wait(WAIT)
-        return "stopped"
-
-    temporary("tool", hold_until_cancelled, name="hold_until_cancelled")
+    running = held_until_cancelled(temporary)
     body = {
         "jsonrpc": "2.0",
         "id": 13,
@@ -1654,10 +1647,9 @@ def test_cancelled_notification_ends_the_waiting_call_promptly(
     assert row.outcome == "cancelled"
 
 
-def call_held_until_cancelled(
-    session: LegacySession, temporary: Callable[..., None], request_id: int
-) -> StreamReader:
-    """A call of a tool that waits to be cancelled, once its handler runs."""
+def held_until_cancelled(temporary: Callable[..., None]) -> threading.Event:
+    """Register ``hold_until_cancelled``, a tool that waits to be cancelled; the event is set
+    once its handler runs."""
     running = threading.Event()
 
     def hold_until_cancelled(arguments: JSON, context: RequestContext) -> str:
@@ -1666,6 +1658,14 @@ def call_held_until_cancelled(
         return "stopped"
 
     temporary("tool", hold_until_cancelled, name="hold_until_cancelled")
+    return running
+
+
+def call_held_until_cancelled(
+    session: LegacySession, temporary: Callable[..., None], request_id: int
+) -> StreamReader:
+    """A call of a tool that waits to be cancelled, once its handler runs."""
+    running = held_until_cancelled(temporary)
     reader = session.call_streaming("hold_until_cancelled", request_id=request_id)
     assert running.wait(WAIT)
     return reader
