@@ -98,7 +98,21 @@ def _anonymous() -> Any:
     return AnonymousUser()
 
 
-def admit(request: Any, server_name: str) -> tuple[Any, Refusal | None]:
+def readmitted(request: Any, server_name: str, user: Any) -> bool:
+    """Whether a request admitted earlier for ``user`` (a stream it opened) would be now: its
+    credentials still authenticate (a token not revoked, a user neither deleted nor made
+    inactive) and the permission classes still pass. Its throttles are not counted again."""
+    from .transport.listen import fresh_user
+
+    now, refusal = admit(request, server_name, throttle=False)
+    if refusal is not None:
+        return False
+    was = bool(getattr(user, "is_authenticated", False))
+    # The site's own login (a session's user, read once) is read again from the database.
+    return not was or bool(getattr(fresh_user(now), "is_authenticated", False))
+
+
+def admit(request: Any, server_name: str, throttle: bool = True) -> tuple[Any, Refusal | None]:
     """Authenticate, authorise and throttle a request the way a DRF view would.
 
     Returns the caller (a user or ``AnonymousUser``) and, when the request is turned away,
@@ -139,7 +153,7 @@ def admit(request: Any, server_name: str) -> tuple[Any, Refusal | None]:
                 request, "Invalid credentials", invalid=True, others=_challenges(drf_request)
             )
     permissions = _instances(permission_paths)
-    throttles = _instances(throttle_paths)
+    throttles = _instances(throttle_paths) if throttle else []
     if not permissions and not throttles:
         return user, None
     if drf_request is None:

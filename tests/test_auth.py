@@ -796,6 +796,33 @@ def test_a_caller_who_loses_a_permission_while_listening_is_no_longer_told(
     assert told_while(client, uri, revoke, permission="auth.view_group") == ["memo://open"]
 
 
+@pytest.mark.parametrize("withdrawn", ["token revoked", "user made inactive"])
+@pytest.mark.parametrize("version", ["2026-07-28", "2025-11-25"])
+def test_a_stream_ends_once_its_caller_would_no_longer_be_let_in(
+    mcp: Any, version: str, withdrawn: str
+) -> None:
+    mcp(KEEPALIVE_SECONDS=0.1, AUTHENTICATION_CLASSES=[BEARER], PERMISSION_CLASSES=[AUTHENTICATED])
+    ada = make_user("ada")
+    client = MCPClient(guarded, headers=token(ada, "Bearer"), versions=[version])
+
+    def withdraw() -> None:
+        if withdrawn == "token revoked":
+            Token.objects.filter(user=ada).delete()
+        else:
+            ada.is_active = False
+            ada.save()
+        time.sleep(1.0)  # several renewals
+        guarded.notify_resource_updated("memo://open")
+
+    with pytest.raises(MCPClientError) as ended:
+        client.listen(
+            {"resourceSubscriptions": ["memo://open"]}, count=1, timeout=3, during=withdraw
+        )
+    # Ended, not timed out: nothing was told after the caller lost its way in.
+    assert ended.value.kind == "transport"
+    assert ended.value.data["notifications"] == []
+
+
 def test_a_listened_to_resource_opened_to_the_caller_later_is_announced(mcp: Any) -> None:
     mcp(KEEPALIVE_SECONDS=0.1)
     uri = "memo://opened-later"

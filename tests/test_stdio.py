@@ -1152,9 +1152,10 @@ def test_a_subscription_checks_access_again_while_it_lasts(
     assert not thread.is_alive()
 
 
+@pytest.mark.parametrize("withdrawn", ["permission", "user made inactive"])
 @pytest.mark.parametrize("era", ["2026-07-28", "2025-11-25"])
 def test_a_permission_withdrawn_while_the_process_runs_counts_from_the_next_request(
-    era: str,
+    era: str, withdrawn: str
 ) -> None:
     from django.contrib.auth import get_user_model
     from django.contrib.auth.models import Permission
@@ -1190,7 +1191,11 @@ def test_a_permission_withdrawn_while_the_process_runs_counts_from_the_next_requ
             feed.write(json.dumps(initialize(era)) + "\n")
             feed.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
         assert tools(2) == ["audit-log"]
-        user.user_permissions.remove(viewing)
+        if withdrawn == "permission":
+            user.user_permissions.remove(viewing)
+        else:
+            user.is_active = False
+            user.save()
         assert tools(3) == []
     finally:
         feed.close()
@@ -1266,3 +1271,12 @@ def test_the_renewals_thread_outlives_a_failing_pass(
     renewals.stop()
     renewals.join(5)
     assert "The stdio renewals failed" in caplog.text
+
+
+def test_an_inactive_user_is_refused_at_start() -> None:
+    from django.contrib.auth import get_user_model
+    from django.core.management import CommandError, call_command
+
+    get_user_model().objects.create_user("left", is_active=False)
+    with pytest.raises(CommandError, match="The user 'left' is inactive"):
+        call_command("mcp_stdio", user="left")

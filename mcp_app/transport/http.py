@@ -17,7 +17,7 @@ from django.db import transaction
 
 from .. import audit, tasks
 from .. import state as request_state
-from ..auth import admit
+from ..auth import admit, readmitted
 from ..conf import conf
 from ..events import StreamLog
 from ..input import InputRequired, checked_answers, expected
@@ -448,7 +448,7 @@ class Endpoint:
                 )
                 return error_reply(req.id, refusal)
             try:
-                return Reply(200, listen=self.listen(req, catalog, incoming.user))
+                return Reply(200, listen=self.listen(req, catalog, incoming.user, incoming.request))
             except ProtocolError as exc:
                 return error_reply(req.id, exc)
 
@@ -497,7 +497,9 @@ class Endpoint:
             progress_token=req.progress_token,
         )
 
-    def listen(self, req: modern.ModernRequest, catalog: Catalog, user: Any = None) -> Listen:
+    def listen(
+        self, req: modern.ModernRequest, catalog: Catalog, user: Any = None, request: Any = None
+    ) -> Listen:
         """The stream a ``subscriptions/listen`` request opens.
 
         Raises:
@@ -530,7 +532,15 @@ class Endpoint:
             ),
             lapses=lapses,
             task_states=task_states,
+            admitted=self.readmission(request, user),
         )
+
+    def readmission(self, request: Any, user: Any) -> Callable[[], bool] | None:
+        """What a stream opened by ``request`` asks at each renewal: whether the request would
+        still be let in (none over stdio, whose process has one caller)."""
+        if request is None:
+            return None
+        return lambda: readmitted(request, self.server.name, user)
 
     def discover(self, catalog: Catalog) -> JSON:
         options = self.server.options

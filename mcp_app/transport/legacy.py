@@ -116,9 +116,15 @@ class SessionStream:
     """A session's GET stream: list changes and updates of the resources it subscribed to."""
 
     def __init__(
-        self, endpoint: LegacyEndpoint, session: sessions.SessionData, user: Any = None
+        self,
+        endpoint: LegacyEndpoint,
+        session: sessions.SessionData,
+        user: Any = None,
+        admitted: Callable[[], bool] | None = None,
     ) -> None:
         self.endpoint = endpoint
+        #: Whether the request that opened the stream would still be let in (see ``Listen``).
+        self.admitted = admitted
         self.server = endpoint.server
         self.session = session
         self.user = user
@@ -171,7 +177,9 @@ class SessionStream:
     def renew(self) -> bool:
         """Keep the session alive while its client listens, and check again which subscribed
         resources the caller may read; ``False`` once the session is gone (ended elsewhere,
-        or cleaned away)."""
+        or cleaned away) or its caller would no longer be let in."""
+        if self.admitted is not None and not self.admitted():
+            return False
         session = sessions.store().get(self.session.id)
         if session is None:
             return False
@@ -501,7 +509,8 @@ class LegacyEndpoint:
             if parsed is None or events_from(session.id, *parsed) is None:
                 return error_reply(None, InvalidRequest("Unknown Last-Event-ID"), 400)
             return Reply(200, listen=Resume(self.server, session.id, parsed[0], parsed[1], None))
-        return Reply(200, listen=SessionStream(self, session, incoming.user))
+        admitted = self.endpoint.readmission(incoming.request, incoming.user)
+        return Reply(200, listen=SessionStream(self, session, incoming.user, admitted))
 
     def delete(self, incoming: Incoming) -> Reply:
         from .http import Reply

@@ -59,8 +59,8 @@ class Renewal:
 
 
 def fresh_user(user: Any) -> Any:
-    """``user`` as stored now (its permissions, groups and ``is_active`` read again), or an
-    anonymous user once deleted; a user that is no row of the user model (an anonymous
+    """``user`` as stored now (its permissions and groups read again), or an anonymous user
+    once deleted or made inactive; a user that is no row of the user model (an anonymous
     user, a JWT's ``TokenUser``) as it is."""
     from django.contrib.auth import get_user_model
     from django.contrib.auth.models import AnonymousUser
@@ -69,7 +69,10 @@ def fresh_user(user: Any) -> Any:
     if not isinstance(user, model) or user.pk is None:
         return user
     found = model._default_manager.filter(pk=user.pk).first()
-    return AnonymousUser() if found is None else found
+    # An inactive user is no one's login any more (Django's backends refuse it): anonymous.
+    if found is None or not getattr(found, "is_active", True):
+        return AnonymousUser()
+    return found
 
 
 #: Most resources one session, or one listen stream, follows; and the longest URI it may name.
@@ -140,6 +143,7 @@ class Listen:
         hides: Callable[[list[str]], frozenset[str]] | None = None,
         lapses: Callable[[list[str]], None] | None = None,
         task_states: Callable[[list[str]], list[JSON]] | None = None,
+        admitted: Callable[[], bool] | None = None,
     ) -> None:
         """Listen as ``requested``, for what ``capabilities`` offer; with ``lists_may_change``,
         a list empty now (so not in the capabilities) is listened to as well, since a
@@ -151,6 +155,8 @@ class Listen:
         the followed tasks whose process ended, which announces them. ``task_states(task_ids)``
         reads the followed tasks as they are when the stream opens, each sent at once (one
         that ended or waits for input before the client listened is not missed).
+        ``admitted()``, at each renewal, says whether the request that opened the stream would
+        still be let in; the stream ends once it would not (a token revoked, a user deleted).
 
         Raises:
             InvalidParams: the filter is not an object of the documented shape.
@@ -184,6 +190,7 @@ class Listen:
             may_subscribe = lists_may_change and server.options.subscribe
             if capabilities.get("resources", {}).get("subscribe") or may_subscribe:
                 honoured["resourceSubscriptions"] = uris
+        self._admitted = admitted
         self.server = server
         self.request_id = request_id
         self.honoured = honoured
@@ -234,6 +241,8 @@ class Listen:
         pass
 
     def renew(self) -> bool:
+        if self._admitted is not None and not self._admitted():
+            return False
         if self._hiding:
             self._uris = self._visible()
         if self._lapses is not None and self._open_tasks:

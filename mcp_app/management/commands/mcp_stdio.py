@@ -47,6 +47,9 @@ class Command(BaseCommand):
                 user = model._default_manager.get_by_natural_key(options["user"])
             except model.DoesNotExist as exc:
                 raise CommandError(f"No user {options['user']!r}") from exc
+            if not getattr(user, "is_active", True):
+                # As over HTTP, where an inactive user's credentials let no one in.
+                raise CommandError(f"The user {options['user']!r} is inactive")
         saved = sys.stdout
         # The wire is UTF-8 whatever the locale says. A byte that is not UTF-8 reaches the
         # parser as a lone surrogate, which it refuses (-32700) without ending the session.
