@@ -152,6 +152,13 @@ def admit(request: Any, server_name: str, throttle: bool = True) -> tuple[Any, R
             return None, _unauthorized(
                 request, "Invalid credentials", invalid=True, others=_challenges(drf_request)
             )
+        if drf_request.successful_authenticator is None and _unheeded(request, drf_request):
+            # Some authenticators (django-oauth-toolkit's, for an expired or unknown token)
+            # answer "no credentials" rather than refusing them: the caller would run as
+            # anonymous with a token it believes good. MCP has invalid tokens answered 401.
+            return None, _unauthorized(
+                request, "Invalid credentials", invalid=True, others=_challenges(drf_request)
+            )
     permissions = _instances(permission_paths)
     throttles = _instances(throttle_paths) if throttle else []
     if not permissions and not throttles:
@@ -176,7 +183,8 @@ def admit(request: Any, server_name: str, throttle: bool = True) -> tuple[Any, R
                 )
             # A message may be a dict, as django-oauth-toolkit's TokenHasScope makes it.
             message = _detail(getattr(permission, "message", None) or "Permission denied")
-            return user, _forbidden(request, message, _scopes(permission, view))
+            scopes = _scopes(permission, view)
+            return user, _forbidden(request, message, scopes, drf_request.auth)
     waits = [t.wait() for t in throttles if not t.allow_request(drf_request, view)]
     if waits:
         known = [w for w in waits if w is not None]
@@ -218,7 +226,7 @@ def _refusal(
     if isinstance(exc, exceptions.NotAuthenticated):
         return _unauthorized(request, message, others=_challenges(drf_request))
     if isinstance(exc, exceptions.PermissionDenied) and scopes is not None:
-        return _forbidden(request, message, scopes)
+        return _forbidden(request, message, scopes, drf_request.auth)
     status = int(getattr(exc, "status_code", 403) or 403)
     headers = {}
     if isinstance(exc, exceptions.Throttled):
@@ -257,11 +265,16 @@ def _unauthorized(
     return Refusal(401, message, {"WWW-Authenticate": challenge})
 
 
-def _forbidden(request: Any, message: str, scopes: Sequence[str]) -> Refusal:
-    """403; for a bearer token, with the RFC 6750 ``insufficient_scope`` challenge MCP asks for,
-    naming the scopes the refusing permission wants (so a client can ask for them)."""
+def _forbidden(request: Any, message: str, scopes: Sequence[str], auth: Any = None) -> Refusal:
+    """403; for a bearer token refused for its scopes, with the RFC 6750 ``insufficient_scope``
+    challenge MCP asks for, naming the scopes the refusing permission wants (so a client can
+    ask for them). A refusal that more scopes would not lift (``IsAdminUser``, or a token
+    that holds them all) is a plain 403: a client would otherwise ask again and again."""
     authorization = str(request.META.get("HTTP_AUTHORIZATION", ""))
-    if authorization.split(" ", 1)[0].lower() != "bearer":
+    if authorization.split(" ", 1)[0].lower() != "bearer" or not scopes:
+        return Refusal(403, message)
+    granted = getattr(auth, "scope", None)
+    if isinstance(granted, str) and set(scopes) <= set(granted.split()):
         return Refusal(403, message)
     parts = ['error="insufficient_scope"', *_scope(scopes)]
     parts += [
@@ -286,6 +299,24 @@ def _scopes(permission: Any, view: EndpointView) -> list[str]:
 
 #: What a scope name may not hold: challenges send scopes quoted and space-separated.
 SCOPE_BREAKER = re.compile(r'[\s"\\]')
+
+
+def _unheeded(request: Any, drf_request: Any) -> bool:
+    """Whether the request sent credentials in the scheme of one of its authenticators (as its
+    ``authenticate_header`` names it) that none of them took."""
+    sent = str(request.META.get("HTTP_AUTHORIZATION", "")).split(None, 1)
+    if len(sent) < 2:
+        return False
+    scheme = sent[0].lower()
+    for authenticator in drf_request.authenticators:
+        try:
+            header = authenticator.authenticate_header(drf_request)
+        except Exception:
+            continue
+        words = header.split(None, 1) if isinstance(header, str) else []
+        if words and words[0].lower() == scheme:
+            return True
+    return False
 
 
 def _challenges(drf_request: Any) -> list[str]:

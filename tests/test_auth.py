@@ -442,6 +442,51 @@ def test_django_oauth_toolkit_tokens_and_scopes(mcp: Any) -> None:
     assert anonymous["WWW-Authenticate"].endswith(', scope="mcp"')
 
 
+@pytest.mark.parametrize("permissions", [[], [DOT_SCOPES]])
+def test_an_expired_or_unknown_oauth_token_is_401_invalid_token(
+    mcp: Any, permissions: list[str]
+) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+    from oauth2_provider.models import AccessToken
+
+    mcp(AUTHENTICATION_CLASSES=[DOT_AUTH], PERMISSION_CLASSES=permissions, REQUIRED_SCOPES=["mcp"])
+    ada = make_user("ada")
+    expired = timezone.now() - timedelta(minutes=1)
+    AccessToken.objects.create(user=ada, token="expired", scope="mcp", expires=expired)
+    for key in ("expired", "never-issued"):
+        # Its authenticator takes such a token for no credentials: the call is not anonymous.
+        refused = post("tools/list", headers={"Authorization": f"Bearer {key}"})
+        assert refused.status_code == 401
+        assert refused["WWW-Authenticate"].startswith('Bearer error="invalid_token"')
+    # A scheme no authenticator of the site reads is no refused credential.
+    assert post("tools/list", headers={"Authorization": "Digest x"}).status_code == (
+        401 if permissions else 200
+    )
+
+
+def test_a_refusal_more_scopes_would_not_lift_has_no_scope_challenge(mcp: Any) -> None:
+    mcp(
+        AUTHENTICATION_CLASSES=[DOT_AUTH],
+        PERMISSION_CLASSES=[DOT_SCOPES, "rest_framework.permissions.IsAdminUser"],
+        REQUIRED_SCOPES=["mcp"],
+    )
+    # The token holds every scope the endpoint asks: a client asking for them again gets
+    # nowhere, so no insufficient_scope challenge.
+    refused = post("tools/list", headers=oauth_token(make_user("ada"), "mcp"))
+    assert refused.status_code == 403
+    assert "WWW-Authenticate" not in refused
+    mcp(
+        AUTHENTICATION_CLASSES=[BEARER],
+        PERMISSION_CLASSES=["rest_framework.permissions.IsAdminUser"],
+        REQUIRED_SCOPES=[],
+    )
+    drf_token = post("tools/list", headers=token(make_user("grace"), "Bearer"))
+    assert drf_token.status_code == 403
+    assert "WWW-Authenticate" not in drf_token
+
+
 def test_a_scope_permission_without_required_scopes_never_lets_a_token_in(mcp: Any) -> None:
     from mcp_app.checks import check_settings
 
