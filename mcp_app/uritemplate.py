@@ -347,9 +347,13 @@ def _scan(matcher: _Matcher, uri: str) -> tuple[dict[str, str], int] | None:
     # That is linear in len(uri) per atom.
     size = len(uri)
     ok = [False] * size + [True]
-    if matcher.query_lead is not None:
-        for end in range(uri.rfind("#") + 1, size):
-            ok[end] = uri[end] in matcher.query_lead
+    leads = matcher.query_lead
+    if leads is not None:
+        start = uri.rfind("#") + 1
+        if len(leads) > 1 and "?" in uri[start:]:
+            leads = "?"  # a query that has its "?" begins there
+        for end in range(start, size):
+            ok[end] = uri[end] in leads and (uri[end] != "&" or _names_at(uri, end + 1, matcher))
     steps: list[tuple[_Atom, list[bool], list[int]]] = []
     for atom in reversed(matcher.atoms):
         if isinstance(atom, _Literal):
@@ -373,6 +377,12 @@ def _scan(matcher: _Matcher, uri: str) -> tuple[dict[str, str], int] | None:
         captured[atom.name] = atom.value(uri, position, end)
         position = end
     return captured, position
+
+
+def _names_at(uri: str, index: int, matcher: _Matcher) -> bool:
+    """Whether a query parameter of the template (``name=``) begins at ``index``: without its
+    "?", the query is known by that alone, since a path may hold an "&" of its own."""
+    return any(uri.startswith(name + "=", index) for name in matcher.query_names)
 
 
 def _run_ends(uri: str, stop: str) -> list[int]:

@@ -530,3 +530,18 @@ def test_a_continued_query_whose_first_part_is_absent_matches_what_it_expands_to
     template = URITemplate("x://{id}{?q}{&r}")
     assert template.expand(values) == uri
     assert template.match(uri) == values
+
+
+@pytest.mark.parametrize(
+    ("uri", "values"),
+    [
+        ("file:///a&b.txt?q=1", {"path": "a&b.txt", "q": "1"}),
+        ("file:///a&b.txt", {"path": "a&b.txt"}),
+        ("file:///a&b.txt&r=2", {"path": "a&b.txt", "r": "2"}),
+    ],
+)
+def test_a_reserved_path_keeps_its_own_ampersands_beside_a_continued_query(
+    uri: str, values: dict[str, str]
+) -> None:
+    # Only a parameter of the template ("r=") after an "&" starts the query without its "?".
+    assert URITemplate("file:///{+path}{?q}{&r}").match(uri) == values
