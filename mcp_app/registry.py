@@ -277,9 +277,12 @@ DATE_TIME_RE = re.compile(
 def icons_problems(icons: Any) -> list[str]:
     """What is wrong with ``icons`` (``None``: none given), as sentences; empty if nothing."""
     from . import schema
+    from .transport.sse import as_sent
 
     if icons is None:
         return []
+    # Judged as clients read them: lazy text, tuples and dates as the encoder writes them.
+    icons = as_sent(icons)
     problems = schema.validate(ICONS_SCHEMA, icons)
     if problems:
         return [schema.format_problems(problems, prefix="Invalid icons")]
@@ -290,13 +293,21 @@ def icons_problems(icons: Any) -> list[str]:
     ]
 
 
+def _no_leap_second(stamp: str) -> str:
+    # RFC 3339 allows a 60th second, which Python's datetime does not.
+    return stamp[:17] + "59" + stamp[19:] if stamp[17:19] == "60" else stamp
+
+
 def annotations_problems(annotations: Any, kind: str) -> list[str]:
     """What is wrong with a ``kind`` ("tool", or "resource" for resources and templates) of
     definition's ``annotations`` (``None``: none given), as sentences; empty if nothing."""
     from . import schema
+    from .transport.sse import as_sent
 
     if annotations is None:
         return []
+    # As the definition lists them: a mapping copied to a dict.
+    annotations = as_sent(dict(annotations) if isinstance(annotations, Mapping) else annotations)
     shape = TOOL_ANNOTATIONS_SCHEMA if kind == "tool" else RESOURCE_ANNOTATIONS_SCHEMA
     problems = schema.validate(shape, annotations)
     if problems:
@@ -306,7 +317,7 @@ def annotations_problems(annotations: Any, kind: str) -> list[str]:
         return []
     try:
         valid = bool(DATE_TIME_RE.match(modified)) and bool(
-            datetime.fromisoformat(modified.upper().replace("Z", "+00:00"))
+            datetime.fromisoformat(_no_leap_second(modified.upper().replace("Z", "+00:00")))
         )
     except ValueError:
         valid = False
@@ -339,7 +350,7 @@ def _check_face(kind: str, name: str, definition: Any) -> None:
         if value is not None and not isinstance(value, Mapping):
             raise DefinitionError(f"{kind} {name!r}: {attribute} must be an object")
     # As a row's form checks them: a code definition's are listed to clients alike.
-    problems = icons_problems(list(icons) if icons is not None else None)
+    problems = icons_problems(icons)
     if hasattr(definition, "annotations"):
         problems += annotations_problems(definition.annotations, kind)
     if problems:

@@ -113,14 +113,15 @@ def _check_contents(entry: Mapping[str, Any], uri: str) -> None:
     """A content dict clients can read: text, or a base64 blob, not both."""
     if "text" in entry and "blob" in entry:
         raise InternalError(f"resource {uri} returned contents with both 'text' and 'blob'")
-    if "text" in entry and not isinstance(entry["text"], str):
+    if "text" in entry and not isinstance(entry["text"], str | Promise):
         raise InternalError(f"resource {uri} returned a 'text' that is not a string")
     if "blob" in entry:
         refused = InternalError(f"resource {uri} returned a 'blob' that is not base64 or bytes")
         if not isinstance(entry["blob"], str):
             raise refused
         try:
-            base64.b64decode(entry["blob"], validate=True)
+            # Line breaks allowed, as base64.encodebytes writes them.
+            base64.b64decode("".join(entry["blob"].split()), validate=True)
         except (binascii.Error, ValueError):
             raise refused from None
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import enum
+from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
 import pytest
+from django.utils.translation import gettext_lazy
 
 from mcp_app.exceptions import DefinitionError
 from mcp_app.registry import (
@@ -626,6 +629,30 @@ def test_annotations_outside_the_schema_are_refused(
 ) -> None:
     with pytest.raises(DefinitionError, match=problem):
         _make(kind, annotations=annotations)
+
+
+class Audience(enum.Enum):
+    USER = "user"
+
+
+@pytest.mark.parametrize(
+    ("kind", "face"),
+    [
+        # Judged as the encoder writes them: lazy text, tuples, enums, dates, any mapping.
+        ("tool", {"annotations": {"title": gettext_lazy("Add")}}),
+        ("tool", {"icons": ({"src": "https://a.example/i.png", "sizes": ("48x48",)},)}),
+        ("prompt", {"icons": [{"src": gettext_lazy("https://a.example/i.png")}]}),
+        ("resource", {"annotations": {"audience": ("user",)}}),
+        ("template", {"annotations": {"audience": [Audience.USER]}}),
+        ("resource", {"annotations": {"lastModified": datetime(2025, 1, 1, tzinfo=UTC)}}),
+        ("resource", {"annotations": {"lastModified": "2016-12-31T23:59:60Z"}}),
+        ("resource", {"annotations": MappingProxyType({"priority": 0.5})}),
+    ],
+)
+def test_a_face_the_wire_writes_as_the_schema_asks_is_accepted(
+    kind: str, face: dict[str, Any]
+) -> None:
+    _make(kind, **face)
 
 
 @pytest.mark.parametrize("kind", ["tool", "resource", "template", "prompt"])

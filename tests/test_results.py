@@ -208,6 +208,15 @@ def test_content_dict_clients_could_not_read_is_an_internal_error(
         resource_contents(item, "x://1", None)
 
 
+def test_content_dict_with_lazy_text_or_a_blob_in_lines_is_read() -> None:
+    from django.utils.translation import gettext_lazy
+
+    lazy = resource_contents({"text": gettext_lazy("Hello")}, "x://1", None)
+    assert str(lazy[0]["text"]) == "Hello"
+    lines = base64.encodebytes(b"x" * 100).decode()
+    assert resource_contents({"blob": lines}, "x://1", None)[0]["blob"] == lines
+
+
 def test_content_dict_may_name_its_own_uri() -> None:
     contents = resource_contents({"uri": "x://child", "text": "a"}, "x://1", None)
     assert contents == [{"uri": "x://child", "text": "a"}]
