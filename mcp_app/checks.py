@@ -164,7 +164,7 @@ def _check_delivery(raw: dict[str, Any]) -> list[CheckMessage]:
         waited = conf.DELIVERY_POLL_SECONDS + conf.DELIVERY_REORDER_SECONDS
     except (TypeError, ValueError, OverflowError):
         return errors  # E009 names the setting
-    if 0 < kept <= waited:
+    if 0 < kept <= waited and _delivers_through_the_database():
         errors.append(
             Warning(
                 "MCP_APP['DELIVERY_RETENTION_SECONDS'] is no longer than DELIVERY_POLL_SECONDS "
@@ -175,6 +175,20 @@ def _check_delivery(raw: dict[str, Any]) -> list[CheckMessage]:
             )
         )
     return errors
+
+
+def _delivers_through_the_database() -> bool:
+    """Whether ``DELIVERY_BACKEND`` is the database backend, the one that keeps messages for
+    ``DELIVERY_RETENTION_SECONDS``; ``False`` also when it cannot be imported (E007)."""
+    from django.utils.module_loading import import_string
+
+    from .delivery.database import DatabaseBackend
+
+    try:
+        chosen = import_string(conf.DELIVERY_BACKEND)
+    except Exception:
+        return False
+    return isinstance(chosen, type) and issubclass(chosen, DatabaseBackend)
 
 
 def _sessions_in_a_cache() -> bool:

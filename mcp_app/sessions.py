@@ -103,8 +103,9 @@ def _subscribed(subscriptions: list[str], uri: str, on: bool) -> list[str]:
     return [*kept, uri] if on else kept
 
 
-#: Most expired sessions deleted by one query of ``clean()``.
-CLEAN_BATCH = 1000
+#: Most expired sessions deleted by one query of ``clean()``: under the 999 variables a query
+#: may bind on SQLite before 3.32, which Django still supports.
+CLEAN_BATCH = 500
 
 #: Where a change to a session (an update, its end) is announced to the other processes.
 CHANNEL = "mcp:sessions"

@@ -21,11 +21,11 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from django.db import close_old_connections, router, transaction
+from django.db import DataError, IntegrityError, close_old_connections, router, transaction
 from django.utils import timezone
 
 from .conf import conf
@@ -67,13 +67,15 @@ def running() -> frozenset[str]:
 
 def end_running(message: str) -> int:
     """Fail every task this process runs, with ``message``, and tell its work to stop; how
-    many. For a process about to end (a stdio session whose client left): its tasks would
-    otherwise read as working until their lease ran out."""
+    many. For a process about to end (a stdio session whose client left, an exit): its tasks
+    would otherwise read as working until their lease ran out. Each is written once, without
+    the pauses that wait out a database's hiccup: the process has no time for them, and a
+    task left unwritten is failed by its lease all the same."""
     with _watcher.lock:
         runners = list(_watcher.tasks.values())
     for runner in runners:
         runner.ctx.cancelled.set()
-        runner.end(wire.FAILED, InternalError(message).to_error())
+        runner.end(wire.FAILED, InternalError(message).to_error(), pauses=())
     return len(runners)
 
 
@@ -488,7 +490,9 @@ class _Runner:
             return
         self._round()
 
-    def end(self, status: str, payload: JSON | None = None) -> None:
+    def end(
+        self, status: str, payload: JSON | None = None, pauses: Sequence[float] | None = None
+    ) -> None:
         """Keep how the task ended (unless it ended already: a cancel, an expiry), audit it;
         once, whichever thread gets there first."""
         with self.ending:
@@ -506,7 +510,7 @@ class _Runner:
             else:
                 status, fields = wire.CANCELLED, {"message": "Cancelled"}
             try:
-                done = _persisting(lambda: _finish(rows, status, **fields))
+                done = _persisting(lambda: _finish(rows, status, **fields), pauses)
             except Exception:
                 # What it ended with cannot be kept: that it failed, at least, so its client
                 # is not left polling a task that reads as working until its lease runs out.
@@ -538,11 +542,14 @@ class _Runner:
 KEEP_RETRY_SECONDS = (0.5, 2.0, 5.0)
 
 
-def _persisting(write: Callable[[], bool]) -> bool:
-    """``write()``, tried again after each of ``KEEP_RETRY_SECONDS`` while it raises."""
-    for pause in KEEP_RETRY_SECONDS:
+def _persisting(write: Callable[[], bool], pauses: Sequence[float] | None = None) -> bool:
+    """``write()``, tried again after each of ``pauses`` (``KEEP_RETRY_SECONDS``) while it
+    raises what may pass; what the row itself cannot hold is not tried again."""
+    for pause in KEEP_RETRY_SECONDS if pauses is None else pauses:
         try:
             return write()
+        except (DataError, IntegrityError):
+            raise
         except Exception:
             logger.warning("Could not keep how a task ended; trying again", exc_info=True)
             _let_go_of_connections()  # a broken connection is not reused

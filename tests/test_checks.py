@@ -363,13 +363,18 @@ def test_redis_settings_that_are_not_text_are_e014(value: dict[str, Any]) -> Non
 
 
 def test_delivery_messages_kept_no_longer_than_a_poll_and_the_reorder_window_is_w010() -> None:
-    with override_settings(MCP_APP={"DELIVERY_RETENTION_SECONDS": 0.1, "DELIVERY_POLL_SECONDS": 5}):
+    database = {"DELIVERY_BACKEND": "mcp_app.delivery.database.DatabaseBackend"}
+    with override_settings(
+        MCP_APP={**database, "DELIVERY_RETENTION_SECONDS": 0.1, "DELIVERY_POLL_SECONDS": 5}
+    ):
         messages = check_settings()
     assert [(m.id, m.level) for m in messages] == [("mcp_app.W010", checks.WARNING)]
-    assert ids({"DELIVERY_RETENTION_SECONDS": 5.5, "DELIVERY_REORDER_SECONDS": 5}) == [
-        "mcp_app.W010"
-    ]
-    assert ids({"DELIVERY_RETENTION_SECONDS": 6, "DELIVERY_REORDER_SECONDS": 5}) == []
+    short = {"DELIVERY_RETENTION_SECONDS": 5.5, "DELIVERY_REORDER_SECONDS": 5}
+    assert ids({**database, **short}) == ["mcp_app.W010"]
+    assert ids({**database, **short, "DELIVERY_RETENTION_SECONDS": 6}) == []
+    # Only the database backend keeps messages for that long.
+    assert ids(short) == []
+    assert ids({**short, "DELIVERY_BACKEND": "mcp_app.delivery.redis.RedisBackend"}) == []
 
 
 @pytest.mark.parametrize("libraries", ["humanize", [""], [3], None])

@@ -67,15 +67,19 @@ def test_mcp_clean_leaves_cached_sessions_to_the_cache_but_cleans_events() -> No
     assert not StreamEvent.objects.exists()
 
 
+@pytest.mark.parametrize("kind", ["database", "cache"])
 @override_settings(MCP_APP={"SESSION_IDLE_SECONDS": 60, "EVENT_RETENTION_SECONDS": 600})
 def test_a_kind_that_cannot_be_cleaned_leaves_the_others_cleaned_and_fails_the_command(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, kind: str
 ) -> None:
     from django.core.management.base import CommandError
     from django.db import OperationalError
 
     def refused(self: DatabaseSessionStore) -> int:
-        raise OperationalError("too many SQL variables")
+        # The database's own error, or a site's session store's (a cache it cannot reach).
+        if kind == "database":
+            raise OperationalError("too many SQL variables")
+        raise ConnectionError("too many SQL variables, says the cache")
 
     monkeypatch.setattr(DatabaseSessionStore, "clean", refused)
     add_session(EXPIRED, 61)

@@ -1280,3 +1280,36 @@ def test_an_inactive_user_is_refused_at_start() -> None:
     get_user_model().objects.create_user("left", is_active=False)
     with pytest.raises(CommandError, match="The user 'left' is inactive"):
         call_command("mcp_stdio", user="left")
+
+
+def test_a_session_follows_a_bounded_number_of_resources_by_bounded_uris(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from mcp_app.transport import stdio
+
+    monkeypatch.setattr(stdio, "SUBSCRIPTIONS_MAX", 2)
+
+    def subscribe(request_id: int, uri: str) -> dict[str, Any]:
+        params = {"uri": uri}
+        return {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "method": "resources/subscribe",
+            "params": params,
+        }
+
+    messages = [
+        initialize(),
+        subscribe(2, "memo://1"),
+        subscribe(3, "memo://2"),
+        subscribe(4, "memo://1"),  # followed already: still two
+        subscribe(5, "memo://3"),
+        subscribe(6, "memo://" + "x" * 2048),
+    ]
+    answers = by_id(serve(*messages))
+    assert answers[2]["result"] == answers[3]["result"] == answers[4]["result"] == {}
+    assert answers[5]["error"] == {
+        "code": -32602,
+        "message": "At most 2 resources are followed at once",
+    }
+    assert "at most 2048 characters" in answers[6]["error"]["message"]

@@ -425,11 +425,34 @@ def test_a_task_whose_ending_cannot_be_kept_is_failed_not_left_working(
             raise DataError("value too long")
         return finish(rows, status, **fields)
 
-    monkeypatch.setattr(tasks, "KEEP_RETRY_SECONDS", ())
     monkeypatch.setattr(tasks, "_finish", refuses_errors)
+    started = time.monotonic()
     done = terminal(start("protocol-error"))
     assert done["status"] == "failed"
     assert done["error"] == {"code": -32603, "message": "Internal error"}
+    # What the row cannot hold is not tried again (KEEP_RETRY_SECONDS would take 7.5 s).
+    assert time.monotonic() - started < 5
+
+
+def test_tasks_ended_as_the_process_goes_are_written_once_without_pauses(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from django.db import OperationalError
+
+    task_id = start("gated")
+    tries: list[str] = []
+
+    def unreachable(rows: Any, status: str, **fields: Any) -> bool:
+        tries.append(status)
+        raise OperationalError("the database is gone")
+
+    monkeypatch.setattr(tasks, "_finish", unreachable)
+    started = time.monotonic()
+    assert tasks.end_running("The server shut down before the task ended") == 1
+    # One try and the fallback's, no pauses: an exit has no 7.5 s to give each task.
+    assert time.monotonic() - started < 1
+    assert tries == ["failed", "failed"]
+    assert task_id not in tasks.running()
 
 
 @pytest.mark.parametrize("kind", ["cancelled", "exit"])

@@ -694,7 +694,7 @@ class LegacyEndpoint:
             subscribed = sessions.store().subscribe(session.id, uri, on=on)
             if subscribed is None:
                 raise InvalidRequest("The session has ended")
-            if on and len(subscribed) > SUBSCRIPTIONS_MAX:
+            if on and len(subscribed) > SUBSCRIPTIONS_MAX and uri not in session.subscriptions:
                 # Taken back: the store has no limit of its own (a site may plug in its own).
                 sessions.store().subscribe(session.id, uri, on=False)
                 raise too_many(SUBSCRIPTIONS_MAX)

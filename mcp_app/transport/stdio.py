@@ -23,7 +23,14 @@ from . import sse
 from .http import over_limits
 from .legacy import _error as legacy_error
 from .legacy import _repeated_id, bad_meta, cancels, no_logging
-from .listen import RESOURCE_KINDS, Renewal, fresh_user
+from .listen import (
+    RESOURCE_KINDS,
+    SUBSCRIPTIONS_MAX,
+    Renewal,
+    fresh_user,
+    long_uri,
+    too_many,
+)
 
 if TYPE_CHECKING:
     from ..server import Server
@@ -570,6 +577,15 @@ class StdioServer:
             send(legacy_error(request_id, InvalidParams(f"{method} needs a 'uri'")))
             return
         key = f"updated:{uri}"
+        if method == "resources/subscribe":
+            # The bounds of a session over HTTP: each subscription holds a stream here.
+            followed = sum(1 for k in self._listens if k.startswith("updated:") and k != key)
+            refused = long_uri(uri) or (
+                too_many(SUBSCRIPTIONS_MAX) if followed >= SUBSCRIPTIONS_MAX else None
+            )
+            if refused is not None:
+                send(legacy_error(request_id, refused))
+                return
         self.end_listen(key)
         legacy = self.endpoint.legacy
         answer = jsonrpc.result_response(request_id, {})
