@@ -39,9 +39,11 @@ from django.template.response import TemplateResponse
 from django.urls import NoReverseMatch, URLPattern, URLResolver, path, re_path, reverse
 
 from . import __version__
+from .auth import admit
+from .conf import conf
 from .fields import holds_unstorable
-from .protocol import versions
-from .protocol.jsonrpc import LONE_SURROGATE
+from .protocol import jsonrpc, versions
+from .protocol.jsonrpc import LONE_SURROGATE, InvalidRequest
 from .protocol.modern import encode_header_value, mirrored
 from .registry import Catalog, PromptDef, ResourceDef, TemplateDef, ToolDef
 from .server import Server, servers
@@ -165,6 +167,13 @@ def send(
         tool = server.catalog().tool_map.get(str(params.get("name")))
         if tool is not None:
             headers.update(mirrored(tool.header_params, params.get("arguments")))
+    if _runs_as_anonymous(server, request):
+        refusal = InvalidRequest(
+            "The site's AUTHENTICATION_CLASSES do not read the admin's login, so this call would "
+            "run as an anonymous caller, not as you. To try definitions here as yourself, add "
+            "rest_framework.authentication.SessionAuthentication to them."
+        )
+        return Exchange(401, body, jsonrpc.error_response(request_id, refusal))
     incoming = Incoming(
         method="POST",
         headers=headers,
@@ -185,6 +194,16 @@ def send(
         status, final = reply.call.run(keep)
         return Exchange(status, body, as_sent(final.message), notifications)
     return Exchange(reply.status, body, as_sent(reply.body))
+
+
+def _runs_as_anonymous(server: Server, request: HttpRequest) -> bool:
+    """Whether the endpoint would take the logged-in staff member for an anonymous caller (a
+    site whose authentication classes read tokens only, with no permission class refusing
+    anonymous callers): the page would show what they may use and call as someone else."""
+    if conf.AUTHENTICATION_CLASSES is None or not request.user.is_authenticated:
+        return False
+    user, refusal = admit(request, server.name, throttle=False)
+    return refusal is None and not getattr(user, "is_authenticated", False)
 
 
 def as_sent(message: Any) -> Any:

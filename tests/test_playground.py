@@ -279,6 +279,19 @@ def test_add_with_numbers_gives_the_sum(staff: Client) -> None:
     assert "isError" not in content.split('id="mcp-response"')[1].split("</section>")[0]
 
 
+def test_a_site_whose_authentication_reads_tokens_only_says_so_rather_than_call_anonymously(
+    staff: Client, settings: Any
+) -> None:
+    tokens = ["mcp_app.auth.BearerTokenAuthentication"]
+    settings.MCP_APP = {**settings.MCP_APP, "AUTHENTICATION_CLASSES": tokens}
+    content = page(run(staff, tool_url("add"), **{"arg:numbers": "1\n2"}))
+    assert "do not read the admin&#x27;s login" in content
+    assert "&quot;sum&quot;: 3" not in content
+    session = "rest_framework.authentication.SessionAuthentication"
+    settings.MCP_APP = {**settings.MCP_APP, "AUTHENTICATION_CLASSES": [*tokens, session]}
+    assert "&quot;sum&quot;: 3" in page(run(staff, tool_url("add"), **{"arg:numbers": "1\n2"}))
+
+
 def test_bad_input_shows_the_servers_message_on_the_field(staff: Client) -> None:
     content = page(run(staff, tool_url("add"), **{"arg:numbers": "x\n2"}))
     assert "Invalid arguments at /numbers/0: expected number, got string" in content
