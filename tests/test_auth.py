@@ -841,10 +841,11 @@ def test_a_caller_who_loses_a_permission_while_listening_is_no_longer_told(
     assert told_while(client, uri, revoke, permission="auth.view_group") == ["memo://open"]
 
 
+@pytest.mark.parametrize("following", ["resourceSubscriptions", "toolsListChanged"])
 @pytest.mark.parametrize("withdrawn", ["token revoked", "user made inactive"])
 @pytest.mark.parametrize("version", ["2026-07-28", "2025-11-25"])
 def test_a_stream_ends_once_its_caller_would_no_longer_be_let_in(
-    mcp: Any, version: str, withdrawn: str
+    mcp: Any, version: str, withdrawn: str, following: str
 ) -> None:
     mcp(KEEPALIVE_SECONDS=0.1, AUTHENTICATION_CLASSES=[BEARER], PERMISSION_CLASSES=[AUTHENTICATED])
     ada = make_user("ada")
@@ -858,11 +859,15 @@ def test_a_stream_ends_once_its_caller_would_no_longer_be_let_in(
             ada.save()
         time.sleep(1.0)  # several renewals
         guarded.notify_resource_updated("memo://open")
+        guarded.add_tool(lambda arguments, context: "late", name="late")
+        guarded.remove_tool("late")
 
+    # A stream of list changes has no resource access to check again: it ends all the same.
+    wanted: dict[str, Any] = {following: True}
+    if following == "resourceSubscriptions":
+        wanted = {following: ["memo://open"]}
     with pytest.raises(MCPClientError) as ended:
-        client.listen(
-            {"resourceSubscriptions": ["memo://open"]}, count=1, timeout=3, during=withdraw
-        )
+        client.listen(wanted, count=1, timeout=3, during=withdraw)
     # Ended, not timed out: nothing was told after the caller lost its way in.
     assert ended.value.kind == "transport"
     assert ended.value.data["notifications"] == []

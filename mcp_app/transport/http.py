@@ -540,6 +540,12 @@ class Endpoint:
         still be let in (none over stdio, whose process has one caller)."""
         if request is None:
             return None
+        if (
+            conf.AUTHENTICATION_CLASSES is None
+            and not conf.PERMISSION_CLASSES
+            and not getattr(user, "is_authenticated", False)
+        ):
+            return None  # an anonymous caller of an open endpoint: nothing could change
         return lambda: readmitted(request, self.server.name, user)
 
     def discover(self, catalog: Catalog) -> JSON:

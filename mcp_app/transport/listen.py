@@ -202,7 +202,7 @@ class Listen:
         #: a change of resources (``stale``): one made or restricted since is not announced to
         #: a caller who may not read it. Followed tasks are checked for a process that ended.
         self._hiding = hides is not None and bool(honoured.get("resourceSubscriptions"))
-        self.renews = self._hiding or self._lapses is not None
+        self.renews = self._hiding or self._lapses is not None or admitted is not None
         self.stale = False
         self._uris = self._visible()
         self._task_channels = frozenset(
