@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -308,30 +308,28 @@ def _unheeded(request: Any, drf_request: Any) -> bool:
     if len(sent) < 2:
         return False
     scheme = sent[0].lower()
+    return any(header.split(None, 1)[0].lower() == scheme for header in _headers(drf_request))
+
+
+def _headers(drf_request: Any) -> Iterator[str]:
+    """The challenge each authenticator would send (``authenticate_header``), those that are
+    one: some text, without control characters."""
     for authenticator in drf_request.authenticators:
         try:
             header = authenticator.authenticate_header(drf_request)
         except Exception:
-            continue
-        words = header.split(None, 1) if isinstance(header, str) else []
-        if words and words[0].lower() == scheme:
-            return True
-    return False
+            continue  # a challenge is a courtesy: never a reason to fail the refusal
+        if isinstance(header, str) and header.strip() and not _has_controls(header):
+            yield header.strip()
 
 
 def _challenges(drf_request: Any) -> list[str]:
     """The challenges of the authenticators' schemes other than Bearer, as DRF would send the
     first of them (``Basic realm="api"``, ``Token``)."""
     found: list[str] = []
-    for authenticator in drf_request.authenticators:
-        try:
-            header = authenticator.authenticate_header(drf_request)
-        except Exception:
-            continue  # a challenge is a courtesy: never a reason to fail the refusal
-        if not isinstance(header, str) or not header.strip() or _has_controls(header):
-            continue
+    for header in _headers(drf_request):
         if header.split(None, 1)[0].lower() != "bearer" and header not in found:
-            found.append(header.strip())
+            found.append(header)
     return found
 
 

@@ -14,7 +14,7 @@ Emit = Callable[[dict[str, Any]], None]
 _MAKING = threading.Lock()
 
 
-def _discard(message: dict[str, Any]) -> None:
+def discard(message: dict[str, Any]) -> None:
     """Where notifications go when the response is plain JSON: nowhere."""
 
 
@@ -54,7 +54,7 @@ class RequestContext:
         self.request = request
         self.server = server
         self.session = session
-        self.emit: Emit = emit or _discard
+        self.emit: Emit = emit or discard
         self.log_level = log_level
         self.progress_token = progress_token
         self.input_responses: dict[str, Any] = dict(input_responses or {})

@@ -23,7 +23,7 @@ from ..events import StreamLog
 from ..input import InputRequired, checked_answers, expected
 from ..protocol import jsonrpc, modern, versions
 from ..protocol import tasks as task_wire
-from ..protocol.context import RequestContext
+from ..protocol.context import RequestContext, discard
 from ..protocol.engine import Engine, Outcome
 from ..protocol.jsonrpc import (
     InternalError,
@@ -136,7 +136,7 @@ class Call:
     def run(self, emit: Callable[[Event], None]) -> tuple[int, Event]:
         if not self.ctx.streams:
             # Answered in JSON: what would have gone before the answer is left out.
-            self.ctx.emit = _left_out
+            self.ctx.emit = discard
         else:
             self.ctx.emit = lambda message: emit(self.event(message))
         if self.ctx.streams and self.log is not None and self.retry_ms is not None:
@@ -174,10 +174,6 @@ class Call:
 
     def cancel(self) -> None:
         self.ctx.cancelled.set()
-
-
-def _left_out(message: JSON) -> None:
-    pass
 
 
 def one_at_a_time(request: Any) -> bool:

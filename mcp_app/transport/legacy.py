@@ -708,28 +708,19 @@ class LegacyEndpoint:
         """2025-03-26 batches: each message in turn, the responses as an array."""
         from .http import Reply, error_reply
 
-        if session.protocol_version != "2025-03-26":
-            return error_reply(None, InvalidRequest("Batches are accepted only on 2025-03-26"), 400)
-        if not messages:
-            return error_reply(None, InvalidRequest("Empty batch"), 400)
+        problem = batch_problem(session.protocol_version, messages)
+        if problem is not None:
+            return error_reply(None, problem, 400)
         answers: list[JSON] = []
         ids: set[tuple[bool, Any]] = set()
         for message in messages:
-            if _repeated_id(message, ids):
-                # Two answers with one id could not be told apart: the first one runs.
-                repeated = InvalidRequest("Request id used twice in the batch")
-                answers.append(_error(message["id"], repeated))
+            refused, error = refused_in_batch(message, ids)
+            if refused:
+                if error is not None:
+                    answers.append(error)
                 continue
-            if isinstance(message, dict) and message.get("method") == "initialize":
-                if "id" in message:  # a notification is never answered, even a wrong one
-                    answers.append(
-                        _error(message.get("id"), InvalidRequest("initialize cannot be batched"))
-                    )
-                continue
-            reply = self.post(message, incoming) if not isinstance(message, list) else None
-            if reply is None:
-                answers.append(_error(None, InvalidRequest("Nested batch")))
-            elif reply.call is not None:
+            reply = self.post(message, incoming)
+            if reply.call is not None:
                 reply.call.ctx.interactive = False
                 # Its answer goes in the batch's array: no stream to resume, no events to keep.
                 reply.call.log = None
@@ -919,6 +910,37 @@ class LegacyEndpoint:
             result = {"content": [{"type": "text", "text": error.message}], "isError": True}
             return jsonrpc.result_response(request_id, result)
         return jsonrpc.error_response(request_id, error)
+
+
+#: The one revision with JSON-RPC batches.
+BATCH_VERSION = "2025-03-26"
+
+
+def batch_problem(version: str | None, messages: list[Any]) -> InvalidRequest | None:
+    """Why a session of ``version`` (``None``: none yet) is not served the batch ``messages``
+    at all, if it is not (any transport)."""
+    if version != BATCH_VERSION:
+        return InvalidRequest(f"Batches are accepted only on {BATCH_VERSION}")
+    if not messages:
+        return InvalidRequest("Empty batch")
+    return None
+
+
+def refused_in_batch(message: Any, ids: set[tuple[bool, Any]]) -> tuple[bool, JSON | None]:
+    """Whether a batch refuses ``message`` rather than serve it, and then its answer (``None``
+    for an initialize notification, which nothing answers): a request id the batch used
+    already, a nested batch, ``initialize``. ``ids`` collects the batch's request ids."""
+    if _repeated_id(message, ids):
+        # Two answers with one id could not be told apart: the first one runs.
+        return True, _error(message["id"], InvalidRequest("Request id used twice in the batch"))
+    if isinstance(message, list):
+        return True, _error(None, InvalidRequest("Nested batch"))
+    if isinstance(message, dict) and message.get("method") == "initialize":
+        if "id" not in message:  # a notification is never answered, even a wrong one
+            return True, None
+        request_id = message["id"] if jsonrpc.valid_id(message["id"]) else None
+        return True, _error(request_id, InvalidRequest("initialize cannot be batched"))
+    return False, None
 
 
 def _repeated_id(message: Any, ids: set[tuple[bool, Any]]) -> bool:

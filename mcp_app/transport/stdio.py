@@ -22,7 +22,7 @@ from ..sessions import SessionData
 from . import sse
 from .http import over_limits
 from .legacy import _error as legacy_error
-from .legacy import _repeated_id, bad_meta, cancels, no_logging
+from .legacy import bad_meta, batch_problem, cancels, no_logging, refused_in_batch
 from .listen import (
     RESOURCE_KINDS,
     SUBSCRIPTIONS_MAX,
@@ -44,8 +44,6 @@ DRAIN_SECONDS = 5.0
 #: Seconds a call cancelled at the end has to stop, so that its audit row is written: well
 #: within the 2 s a client gives between SIGTERM and SIGKILL (the official SDK does).
 CANCEL_GRACE_SECONDS = 0.5
-#: The one revision with JSON-RPC batches.
-BATCH_VERSION = "2025-03-26"
 
 
 class _Stopped(BaseException):
@@ -253,28 +251,18 @@ class StdioServer:
         """A 2025-03-26 batch: each message served as on its own line, without asking the
         client for input, and the answers written as one array once all are in (by the rules
         of ``LegacyEndpoint.batch``, which serves batches over HTTP)."""
-        session = self.session
-        if session is None or session.protocol_version != BATCH_VERSION:
-            refusal = InvalidRequest(f"Batches are accepted only on {BATCH_VERSION}")
-            self.write(jsonrpc.error_response(None, refusal))
-            return
-        if not messages:
-            self.write(jsonrpc.error_response(None, InvalidRequest("Empty batch")))
+        version = self.session.protocol_version if self.session is not None else None
+        problem = batch_problem(version, messages)
+        if problem is not None:
+            self.write(jsonrpc.error_response(None, problem))
             return
         answers = _Batch(self.write)
         ids: set[tuple[bool, Any]] = set()
         for message in messages:
-            if _repeated_id(message, ids):
-                # Two answers with one id could not be told apart: the first one runs.
-                repeated = InvalidRequest("Request id used twice in the batch")
-                answers.expect()(legacy_error(message["id"], repeated))
-            elif isinstance(message, list):
-                answers.expect()(legacy_error(None, InvalidRequest("Nested batch")))
-            elif isinstance(message, dict) and message.get("method") == "initialize":
-                if "id" in message:  # a notification is never answered, even a wrong one
-                    request_id = message["id"] if jsonrpc.valid_id(message["id"]) else None
-                    refusal = InvalidRequest("initialize cannot be batched")
-                    answers.expect()(legacy_error(request_id, refusal))
+            refused, error = refused_in_batch(message, ids)
+            if refused:
+                if error is not None:
+                    answers.expect()(error)
             elif jsonrpc.classify(message) in ("request", "invalid"):
                 self.one(message, answers.expect(), interactive=False)
             else:
