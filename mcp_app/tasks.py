@@ -299,7 +299,9 @@ def _update(endpoint: Endpoint, task_id: str, mine: Any, responses: Mapping[str,
         asked, forms = expected({k: v for k, v in outstanding.items() if k not in answers})
         answers.update(checked_answers(responses, asked, forms))
         waiting.update(answers=answers)
-    _tell(endpoint, task_id, {"answered": True})
+    # The task now waits for fewer requests (or none: working again, as tasks/get reads it),
+    # which streams that follow it are told, with its process.
+    _announce(endpoint, task_id, answered=True)
 
 
 def _tell(endpoint: Endpoint, task_id: str, message: JSON) -> None:

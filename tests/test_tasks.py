@@ -1124,6 +1124,26 @@ def test_a_listen_stream_follows_the_callers_tasks_it_asked_for() -> None:
     assert done["_meta"]["io.modelcontextprotocol/subscriptionId"] is not None
 
 
+def test_a_partial_update_reaches_a_stream_that_follows_the_task() -> None:
+    from mcp_app.testing import MCPClient
+
+    client = MCPClient(jobs, capabilities=FOLLOWS)
+    task_id = start("two-at-once")
+    parked(task_id)
+
+    def answer_one() -> None:
+        update(task_id, {"1.a": {"action": "decline"}})
+
+    got = client.listen({"taskIds": [task_id]}, count=2, during=answer_one)
+    opened, partly = got["notifications"]
+    assert sorted(opened["params"]["inputRequests"]) == ["1.a", "1.b"]
+    # What tasks/get reads now: still waiting, for the one request left.
+    assert partly["params"]["status"] == "input_required"
+    assert list(partly["params"]["inputRequests"]) == ["1.b"]
+    update(task_id, {"1.b": {"action": "decline"}})
+    assert terminal(task_id)["status"] == "completed"
+
+
 def test_a_cancel_reaches_a_stream_that_follows_the_task() -> None:
     from mcp_app.testing import MCPClient
 
