@@ -170,12 +170,16 @@ def input_required(requests: Mapping[str, JSON] | None = None, state: Any = None
     """Stop and ask the client for input; the handler is called again with the answers.
 
     Raises:
-        ValueError: a request has an unknown method or a form's schema is no JSON Schema,
-            there is neither a request nor state, or the state is not JSON (it would come
-            back otherwise, or not at all, in one era and unchanged in another).
+        ValueError: a request has an unknown method or a key that is not text, a form's
+            schema is no JSON Schema or has a field of objects, there is neither a request
+            nor state, or the state is not JSON (it would come back otherwise, or not at all,
+            in one era and unchanged in another).
     """
     requests = dict(requests or {})
     for key, request in requests.items():
+        if not isinstance(key, str):
+            # It would come back as text from a 2026-07-28 client, and never be found.
+            raise ValueError(f"input request keys must be text, not {key!r}")
         if not isinstance(request, dict) or request.get("method") not in INPUT_METHODS:
             raise ValueError(
                 f"input request {key!r} must be built with elicit(), elicit_url(), sample() or roots()"
@@ -204,7 +208,33 @@ def _plain_form(key: str, form: JSON) -> JSON:
         check_schema(plain)
     except SchemaError as exc:
         raise ValueError(f"input request {key!r} asks for a form whose {exc}") from None
+    fields = plain.get("properties")
+    for name, spec in (fields if isinstance(fields, dict) else {}).items():
+        if _nested(spec):
+            # An answer holds only text, numbers, booleans and lists of text: no answer to
+            # such a form could be accepted.
+            raise ValueError(
+                f"input request {key!r} asks for a form whose field {name!r} holds objects; "
+                "a form's fields hold text, numbers, booleans or lists of text"
+            )
     return plain
+
+
+#: The JSON types a form's field may hold, as an answer's content does.
+_FIELD_TYPES = frozenset({"string", "number", "integer", "boolean", "array"})
+
+
+def _nested(spec: Any) -> bool:
+    """Whether the field ``spec`` declares a type no form answer can give: objects (or
+    lists of them) only. Only its own ``type`` is read, so a reference is not judged."""
+    if not isinstance(spec, dict):
+        return False
+    kind = spec.get("type")
+    kinds = {kind} if isinstance(kind, str) else set(kind) if isinstance(kind, list) else None
+    if kinds is not None and not kinds & _FIELD_TYPES:
+        return True
+    items = spec.get("items")
+    return kinds == {"array"} and isinstance(items, dict) and _nested(items)
 
 
 def _with_form(request: JSON, form: JSON) -> JSON:

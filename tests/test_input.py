@@ -485,6 +485,39 @@ def test_a_field_of_a_single_value_is_no_multi_select(field: dict[str, Any]) -> 
     assert revision_problem(asked.requests, "2025-06-18") is None
 
 
+@pytest.mark.parametrize(
+    "field",
+    [
+        {"type": "object", "properties": {"street": {"type": "string"}}},
+        {"type": ["object", "null"]},
+        {"type": "array", "items": {"type": "object"}},
+    ],
+)
+def test_input_required_refuses_a_form_with_a_field_no_answer_can_fill(field: Any) -> None:
+    with pytest.raises(ValueError, match="form whose field 'address' holds objects"):
+        input_required({"where": elicit("Where?", {"properties": {"address": field}})})
+
+
+@pytest.mark.parametrize(
+    "field",
+    [
+        {"type": ["string", "object"]},
+        {"type": "array", "items": {"type": "string"}},
+        {"$ref": "#/$defs/place"},
+        {"enum": ["a", "b"]},
+    ],
+)
+def test_a_field_that_an_answer_can_fill_is_taken(field: Any) -> None:
+    form = {"properties": {"address": field}, "$defs": {"place": {"type": "string"}}}
+    asked = input_required({"where": elicit("Where?", form)})
+    assert asked.requests["where"]["params"]["requestedSchema"]["properties"] == {"address": field}
+
+
+def test_input_required_refuses_keys_that_are_not_text() -> None:
+    with pytest.raises(ValueError, match="input request keys must be text, not 1"):
+        input_required({1: elicit("Name?")})  # type: ignore[dict-item]
+
+
 def test_input_required_refuses_a_form_whose_schema_is_no_schema() -> None:
     with pytest.raises(ValueError, match="input request 'name' asks for a form whose"):
         input_required({"name": elicit("Name?", {"type": "object", "properties": 3})})
