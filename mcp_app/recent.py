@@ -8,6 +8,7 @@ after reading it, for changes nothing announces.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
@@ -83,7 +84,11 @@ class Recent(Generic[K, V]):
             if token in self._watching:
                 return
             self._watching.add(token)
-        delivery.subscribe([channel], lambda _channel, message: self.forget(key_of(message)))
+        delivery.subscribe([channel], functools.partial(self._heard, key_of))
+
+    def _heard(self, key_of: Callable[[dict[str, Any]], K], _channel: str, message: Any) -> None:
+        # After a gap, any value may have changed unannounced.
+        self.forget(None if message.get("gap") else key_of(message))
 
 
 #: Every ``Recent``, to be reset in a forked child.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -16,7 +17,8 @@ from typing import Any
 import pytest
 import redis
 
-from mcp_app.delivery.redis import SUBSCRIBE_WAIT, RedisBackend
+from mcp_app.delivery import GAP
+from mcp_app.delivery.redis import SOCKET_TIMEOUT, SUBSCRIBE_WAIT, RedisBackend
 from tests.conftest import free_port, require_redis_url
 from tests.test_delivery_local import Collector
 
@@ -229,9 +231,11 @@ def test_the_listener_reconnects_after_losing_its_connection(
         wait_until(lambda: "reconnected to Redis" in caplog.text)
     assert "Redis connection lost" in caplog.text
     assert listener.listener_connected()
-    wait_until(lambda: numsub(redis_url, listener._prefix + "a") == 1)
+    # What was published meanwhile may be lost: the sink is told so once subscribed again.
+    assert sink.wait_for(2)[1] == ("a", GAP)
+    assert numsub(redis_url, listener._prefix + "a") == 1
     publisher.publish("a", {"n": 2})
-    assert sink.wait_for(2)[1] == ("a", {"n": 2})
+    assert sink.wait_for(3)[2] == ("a", {"n": 2})
 
 
 class OwnRedis:
@@ -290,9 +294,30 @@ def test_the_listener_comes_back_after_redis_restarts(
         wait_until(listener.listener_connected, timeout=10)
     assert caplog.text.count("Redis connection lost") == 1  # once per outage
     assert "reconnected to Redis" in caplog.text
+    assert sink.wait_for(2)[1] == ("a", GAP)
     publisher.publish("a", {"n": 2})
-    assert sink.wait_for(2)[1] == ("a", {"n": 2})
-    sink.stays(2, 0.2)
+    assert sink.wait_for(3)[2] == ("a", {"n": 2})
+    sink.stays(3, 0.2)
+
+
+def test_publish_fails_at_once_while_the_listener_finds_redis_unreachable(
+    make: Any, own_redis: OwnRedis
+) -> None:
+    backend = make(url=own_redis.url)
+    backend.heartbeat_seconds = 0.2
+    backend.subscribe(["a"], Collector())
+    # Stopped, not killed: a Redis that does not answer, as across a network partition.
+    assert own_redis.proc is not None
+    own_redis.proc.send_signal(signal.SIGSTOP)
+    try:
+        # The listener's heartbeat goes unanswered for SOCKET_TIMEOUT.
+        wait_until(lambda: backend._listener.failing, timeout=SOCKET_TIMEOUT + 3)
+        started = time.monotonic()
+        with pytest.raises(redis.ConnectionError, match="unreachable"):
+            backend.publish("a", {"n": 1})
+        assert time.monotonic() - started < 0.5
+    finally:
+        own_redis.proc.send_signal(signal.SIGCONT)
 
 
 def test_without_redis_publish_raises_and_subscribe_does_not_hang(

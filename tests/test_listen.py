@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import mcp_app
+from mcp_app.delivery import GAP
 from mcp_app.transport.listen import Listen
 
 server = mcp_app.Server("listen-tests", rows=False)
@@ -118,3 +119,37 @@ def test_a_listen_stream_follows_a_bounded_number_of_resources_by_bounded_uris(
         opened(["a://1", "a://2", "a://3"])
     with pytest.raises(InvalidParams, match="at most 2048 characters"):
         opened(["a://" + "x" * 2048])
+
+
+def test_after_a_gap_in_delivery_every_followed_list_and_resource_is_announced() -> None:
+    honoured = {
+        "toolsListChanged": True,
+        "resourcesListChanged": True,
+        "resourceSubscriptions": ["file:///b", "file:///a"],
+    }
+    offered = {
+        "tools": {"listChanged": True},
+        "resources": {"listChanged": True, "subscribe": True},
+    }
+    listen = Listen(server, "listen-3", honoured, offered, lapses=lambda ids: None)
+
+    def told(channel: str) -> list[Any]:
+        return [
+            (e.message["method"], e.message.get("params", {}).get("uri"))
+            for e in listen.notifications(server.channel(channel), dict(GAP))
+        ]
+
+    assert told("lists") == [
+        ("notifications/tools/list_changed", None),
+        ("notifications/resources/list_changed", None),
+    ]
+    assert told("updated") == [
+        ("notifications/resources/updated", "file:///a"),
+        ("notifications/resources/updated", "file:///b"),
+    ]
+
+
+def test_after_a_gap_a_followed_task_is_checked_at_once() -> None:
+    listen = following(["t1"], lambda ids: None)
+    assert listen.notifications(server.channel("task:t1"), dict(GAP)) == []
+    assert listen.stale

@@ -31,7 +31,7 @@ from django.utils import timezone
 
 import mcp_app
 from mcp_app import elicit, elicit_url, input_required, sample
-from mcp_app.delivery import backend
+from mcp_app.delivery import GAP, backend
 from mcp_app.models import Session, StreamEvent, ToolCall
 from mcp_app.protocol.context import RequestContext
 from mcp_app.transport import views
@@ -2111,6 +2111,26 @@ def test_get_stream_announces_tool_list_changes(session: LegacySession) -> None:
         mcp_app.site.remove_tool("passing_tool_for_tests")
     assert changed == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
     assert stream.next_message() == changed
+
+
+def test_after_a_gap_in_delivery_every_list_and_subscribed_resource_is_announced(
+    session: LegacySession,
+) -> None:
+    session.result_of("resources/subscribe", {"uri": WATCHED})
+    stream = session.listen()
+    mcp_app.site.announce(dict(GAP), "lists")
+    lists = [stream.next_message()["method"] for _ in range(3)]
+    assert lists == [
+        "notifications/tools/list_changed",
+        "notifications/prompts/list_changed",
+        "notifications/resources/list_changed",
+    ]
+    mcp_app.site.announce(dict(GAP), "updated")
+    assert stream.next_message() == {
+        "jsonrpc": "2.0",
+        "method": "notifications/resources/updated",
+        "params": {"uri": WATCHED},
+    }
 
 
 def test_unsubscribed_uri_gets_no_more_updates(session: LegacySession) -> None:

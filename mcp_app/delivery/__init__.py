@@ -7,9 +7,9 @@ import logging
 import os
 from typing import Any
 
-from .base import Backend, Sink
+from .base import GAP, Backend, Sink
 
-__all__ = ["Backend", "Sink", "backend", "tell"]
+__all__ = ["GAP", "Backend", "Sink", "backend", "tell"]
 
 logger = logging.getLogger("mcp_app")
 

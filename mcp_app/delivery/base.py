@@ -11,6 +11,10 @@ from typing import Any
 Sink = Callable[[str, dict[str, Any]], None]
 Unsubscribe = Callable[[], None]
 
+#: Delivered to every sink once a backend is back after losing its connection: messages on
+#: the sink's channels may have been lost meanwhile, so what it follows is to be read again.
+GAP: dict[str, Any] = {"gap": True}
+
 logger = logging.getLogger("mcp_app")
 
 

@@ -19,7 +19,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from ..conf import conf
-from .base import Backend, Sink, SinkTable, Unsubscribe
+from .base import GAP, Backend, Sink, SinkTable, Unsubscribe
 
 logger = logging.getLogger("mcp_app")
 
@@ -41,6 +41,8 @@ class _Listener:
     # SUBSCRIBEs and UNSUBSCRIBEs sent on the current connection and not answered yet.
     pending: dict[str, int] = field(default_factory=dict)
     thread: threading.Thread | None = None
+    #: Whether it was ever connected: only then can a loss of its connection lose messages.
+    confirmed_once: bool = False
 
 
 class RedisBackend(SinkTable, Backend):
@@ -54,7 +56,9 @@ class RedisBackend(SinkTable, Backend):
 
     The listener reconnects with a doubling delay when the connection breaks, logging it,
     and notices a silently dead connection by publishing a heartbeat to itself when idle.
-    What is published while it is disconnected is lost, as at-most-once delivery allows.
+    What is published while it is disconnected is lost, as at-most-once delivery allows;
+    once it is back and subscribed again, every sink is sent ``GAP``. Meanwhile ``publish``
+    fails at once instead of waiting ``SOCKET_TIMEOUT`` for a Redis known to be unreachable.
     """
 
     #: Seconds of silence after which the listener checks its connection with a heartbeat.
@@ -108,6 +112,11 @@ class RedisBackend(SinkTable, Backend):
         # ASCII escapes: a lone surrogate, which UTF-8 cannot carry, travels as "\ud800" and
         # arrives as it was (as the other backends keep it; the stream that sends it mends it).
         data = json.dumps(message, separators=(",", ":"))
+        listener = self._listener
+        if listener is not None and listener.failing:
+            # A Redis that does not answer would hold every request that tells of a change
+            # for SOCKET_TIMEOUT; the subscribers are sent GAP once it is back instead.
+            raise redis.ConnectionError("Redis is unreachable; the listener is reconnecting")
         self._client().publish(self._prefix + channel, data)
 
     # -- subscribing ------------------------------------------------------------------------
@@ -167,6 +176,9 @@ class RedisBackend(SinkTable, Backend):
     def _listen(self, listener: _Listener) -> None:
         delay = BACKOFF_MIN
         lost_at: float | None = None
+        # Whether messages may have been lost since the connection broke, which the sinks
+        # are told once they are subscribed again.
+        gap = False
         while not listener.stop.is_set():
             pubsub = None
             try:
@@ -176,6 +188,9 @@ class RedisBackend(SinkTable, Backend):
                 last_heard, pinged = time.monotonic(), False
                 while not listener.stop.is_set():
                     subscribed = self._reconcile(pubsub, listener, subscribed)
+                    if gap and self._resubscribed(listener):
+                        gap = False
+                        self._deliver_gap()
                     item = pubsub.get_message(timeout=self.idle_seconds)
                     now = time.monotonic()
                     if item is not None:
@@ -199,6 +214,7 @@ class RedisBackend(SinkTable, Backend):
                 if listener.stop.is_set():
                     break
                 first = lost_at is None
+                gap = gap or listener.confirmed_once
                 if lost_at is None:
                     lost_at = time.monotonic()
                 if not isinstance(exc, (redis.RedisError, OSError)):
@@ -221,6 +237,17 @@ class RedisBackend(SinkTable, Backend):
         with self._changed:
             listener.connected = False
             self._changed.notify_all()
+
+    def _resubscribed(self, listener: _Listener) -> bool:
+        """Whether Redis confirmed every channel the sinks want."""
+        with self._lock:
+            return listener.confirmed.issuperset(self._sinks)
+
+    def _deliver_gap(self) -> None:
+        with self._lock:
+            wanted = [(name, list(sinks.values())) for name, sinks in self._sinks.items()]
+        for name, sinks in wanted:
+            self._call(sinks, name, dict(GAP))
 
     def _reconcile(
         self, pubsub: redis.client.PubSub, listener: _Listener, subscribed: set[str]
@@ -248,6 +275,7 @@ class RedisBackend(SinkTable, Backend):
                 if channel == listener.control:
                     if kind == "subscribe":
                         listener.connected, listener.failing = True, False
+                        listener.confirmed_once = True
                         self._changed.notify_all()
                     return bool(kind == "subscribe")
                 name = channel.removeprefix(self._prefix)

@@ -189,6 +189,20 @@ class SessionStream:
         self.hidden = self._hidden()
         return True
 
+    def _after_gap(self, channel: str) -> list[Event]:
+        """What the client is told when news on ``channel`` may have been lost: every list,
+        and every resource it subscribed to, may have changed (a needless notice only costs
+        a read)."""
+        if channel == self.server.channel("lists"):
+            self.stale = self.stale or bool(self.subscriptions)
+            return [Event(jsonrpc.notification(method)) for _, _, method in LISTS]
+        if channel == self.server.channel("updated"):
+            return [
+                Event(jsonrpc.notification("notifications/resources/updated", {"uri": uri}))
+                for uri in sorted(self.subscriptions - self.hidden)
+            ]
+        return []
+
     def closed(self) -> None:
         """Tell the session's other GET streams this one is gone."""
         if not self.finished:
@@ -216,6 +230,8 @@ class SessionStream:
             return []
         if not self.active:
             return []
+        if message.get("gap"):
+            return self._after_gap(channel)
         if channel == self.server.channel("lists"):
             kinds = set(message.get("kinds", ()))
             self.stale = self.stale or bool(self.subscriptions and kinds & RESOURCE_KINDS)

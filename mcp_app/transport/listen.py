@@ -288,6 +288,22 @@ class Listen:
                 self._open_tasks.discard(task_id)
         return [Event(self._tagged("notifications/tasks", task))]
 
+    def _after_gap(self, channel: str) -> list[Event]:
+        """What the client is told when news on ``channel`` may have been lost: every list
+        and resource it follows may have changed (a needless notice only costs a read), and
+        a followed task is read again at the next renewal, made due now."""
+        if channel == self.server.channel("lists"):
+            self.stale = self.stale or self._hiding
+            return [Event(self._tagged(method)) for key, _, method in LISTS if key in self.honoured]
+        if channel == self.server.channel("updated"):
+            return [
+                Event(self._tagged("notifications/resources/updated", {"uri": uri}))
+                for uri in sorted(self._uris)
+            ]
+        if channel in self._task_channels:
+            self.stale = self.renews
+        return []
+
     def ending(self) -> list[Event]:
         """The listen request's final result, sent when the server ends the stream."""
         result = {
@@ -302,6 +318,8 @@ class Listen:
 
     def notifications(self, channel: str, message: JSON) -> list[Event]:
         """What a delivered message means for this stream (often nothing)."""
+        if message.get("gap"):
+            return self._after_gap(channel)
         if channel == self.server.channel("lists"):
             kinds = set(message.get("kinds", ()))
             self.stale = self.stale or (self._hiding and bool(kinds & RESOURCE_KINDS))
