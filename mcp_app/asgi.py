@@ -173,7 +173,7 @@ async def _serve(
         else:
             refusal = unreadable(exc)
         await _send_reply(refusal, send, None)
-        log_status(400, None, scope["path"])
+        await _logged(log_status, 400, None, scope["path"])
         return
     request.resolver_match = match
     client = _Client(receive)
@@ -344,7 +344,13 @@ async def _send_reply(reply: Reply, send: Send, request: HttpRequest | None) -> 
     await send({"type": "http.response.start", "status": reply.status, "headers": _latin1(headers)})
     await send({"type": "http.response.body", "body": content})
     if request is not None and reply.status >= 400:
-        log_status(reply.status, request)
+        await _logged(log_status, reply.status, request)
+
+
+async def _logged(log: Callable[..., None], *args: Any, **kwargs: Any) -> None:
+    """``log(*args, **kwargs)`` in a thread, as Django's handler logs: a site's log handler
+    may block (mail, a log service) or query (``request.user``), which the loop must not."""
+    await sync_to_async(log, thread_sensitive=False)(*args, **kwargs)
 
 
 async def _send_response(response: HttpResponse, send: Send) -> None:
@@ -378,6 +384,10 @@ async def _send_stream(answer: Answer, client: _Client, send: Send, request: Htt
     for result in results:
         if isinstance(result, Exception):
             # The status is sent: nothing left to answer, only to report.
-            logger.error(
-                "Error streaming %s", request.path, exc_info=result, extra={"request": request}
+            await _logged(
+                logger.error,
+                "Error streaming %s",
+                request.path,
+                exc_info=result,
+                extra={"request": request},
             )

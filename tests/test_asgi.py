@@ -1018,6 +1018,33 @@ def test_refusals_are_logged_as_django_logs_4xx(
     ]
 
 
+def test_refusals_are_logged_outside_the_event_loop_as_django_logs(
+    app: Route, mcp: Any, routed: Any
+) -> None:
+    # A site's handler may block or query the database, which the event loop must not do.
+    seen: list[tuple[str, bool]] = []
+
+    class Where(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            try:
+                asyncio.get_running_loop()
+                in_loop = True
+            except RuntimeError:
+                in_loop = False
+            seen.append((record.getMessage(), in_loop))
+
+    where = Where(logging.WARNING)
+    request_log = logging.getLogger("django.request")
+    request_log.addHandler(where)
+    try:
+        mcp(MAX_BODY_BYTES=1000)
+        exchange(app, body=b"x" * 5000, headers={"Content-Type": "application/json"})
+        mcp_call(routed, "tools/call", {"name": "test_missing_capability"})
+    finally:
+        request_log.removeHandler(where)
+    assert seen == [("Request Entity Too Large: /mcp", False), ("Bad Request: /mcp", False)]
+
+
 @pytest.mark.parametrize("meta", [None, {"progressToken": "p"}])
 def test_a_call_answered_4xx_is_logged_whether_or_not_it_could_have_streamed(
     routed: Any, caplog: pytest.LogCaptureFixture, meta: JSON | None
