@@ -367,6 +367,29 @@ def test_connections_the_server_killed_are_replaced(
     assert sink.wait_for(2, timeout=10)[1] == (channel, {"n": 2})
 
 
+def test_the_threads_keep_their_connections_between_polls_and_writes(
+    publisher: DatabaseBackend, listener: DatabaseBackend, channel: str
+) -> None:
+    assert connection.settings_dict["CONN_MAX_AGE"] == 0  # Django's default
+    opened: list[str] = []
+
+    def count(sender: Any, connection: Any, **kwargs: Any) -> None:
+        opened.append(threading.current_thread().name)
+
+    connection_created.connect(count)
+    try:
+        sink = Collector()
+        listener.subscribe([channel], sink)
+        for n in range(5):
+            publisher.publish(channel, {"n": n})
+            sink.wait_for(n + 1)
+            time.sleep(2 * POLL)
+    finally:
+        connection_created.disconnect(count)
+    # One each: they reconnected at every poll and every write before.
+    assert sorted(opened) == ["mcp-delivery-poller", "mcp-delivery-writer"]
+
+
 def test_clean_deletes_rows_past_retention(publisher: DatabaseBackend, channel: str) -> None:
     publisher.publish(channel, {"n": "old"})
     publisher.publish(channel, {"n": "new"})

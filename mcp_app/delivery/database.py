@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from django.db import close_old_connections, connections
+from django.db import connections
 from django.db.models import Max
 from django.utils import timezone
 
@@ -89,8 +89,8 @@ class DatabaseBackend(SinkTable, Backend):
     poller re-reads the ids of the last ``DELIVERY_REORDER_SECONDS``, remembering which it
     delivered: a row committed late within that window is delivered once, in commit order.
     Rows older than ``DELIVERY_RETENTION_SECONDS`` are deleted by whichever thread of any
-    process comes to it first. The threads reuse their connection as ``CONN_MAX_AGE`` allows:
-    with the default 0 each poll connects anew, so on PostgreSQL give the alias a lifetime.
+    process comes to it first. The poller and the writer each keep one connection for as
+    long as they run, whatever ``CONN_MAX_AGE`` says, replaced once it fails.
     """
 
     def __init__(self) -> None:
@@ -157,9 +157,8 @@ class DatabaseBackend(SinkTable, Backend):
         try:
             while True:
                 job = self._jobs.get()
-                # Like a request: one connection check before and after each burst of jobs,
-                # so CONN_MAX_AGE applies and a burst does not reconnect for every row.
-                close_old_connections()
+                # One thread of the process keeps its connection whatever CONN_MAX_AGE says
+                # (with 0 it reconnected for every burst), checked before each burst.
                 _drop_if_broken(alias)
                 while job is not None:
                     self._write(alias, job)
@@ -169,7 +168,6 @@ class DatabaseBackend(SinkTable, Backend):
                         break
                 if job is not None:
                     self._clean_if_due()
-                close_old_connections()
                 if job is None:
                     return
         finally:
@@ -248,7 +246,8 @@ class DatabaseBackend(SinkTable, Backend):
         failures = 0
         try:
             while not poller.stop.is_set():
-                close_old_connections()
+                # The poller keeps its connection whatever CONN_MAX_AGE says (with 0 it
+                # reconnected at every poll, twice a second); a failed poll closes it.
                 try:
                     if floor is None:
                         floor = self._newest(alias)
