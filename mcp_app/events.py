@@ -5,8 +5,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import os
 import secrets
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -15,6 +17,8 @@ from django.utils import timezone
 
 from .conf import conf
 from .delivery import tell
+from .protocol import jsonrpc
+from .protocol.jsonrpc import InternalError
 from .protocol.modern import visible_ascii
 from .transport import sse
 
@@ -50,11 +54,16 @@ def parse_event_id(event_id: str) -> tuple[str, int] | None:
 
 
 class StreamLog:
-    """One stream's events: numbered, stored, and published on the stream's channel."""
+    """One stream's events: numbered, stored, and published on the stream's channel.
 
-    def __init__(self, server: Server, session_id: str) -> None:
+    While its request runs, the process vouches for it (``_leases``): a client resuming a
+    stream whose process ended without answering is answered with an error.
+    """
+
+    def __init__(self, server: Server, session_id: str, request_id: Any = None) -> None:
         self.server = server
         self.session_id = session_id
+        self.request_id = request_id
         self.seq = 0
         self.opened = False
         #: Its session ended: nothing more is kept (nor published) for a client that is gone.
@@ -82,7 +91,15 @@ class StreamLog:
         with self._lock:
             if not self.opened and not self.silenced:
                 self.opened = True
-                _write(self.session_id, self.stream, 0, {}, None)
+                # The request's id, for the error a resuming client gets if no process is
+                # left to answer it.
+                _write(self.session_id, self.stream, 0, {"request": self.request_id}, None)
+                _leases.add(self.stream)
+
+    def release(self) -> None:
+        """The request is answered (or will never be, here): no longer vouched for."""
+        if self.opened:
+            _leases.remove(self.stream)
 
     def priming_id(self) -> str:
         return f"{self.stream}-0"
@@ -199,6 +216,83 @@ def events_from(session_id: str, stream: str, seq: int) -> list[tuple[int, JSON]
     if not rows or rows[0][0] != seq:
         return None
     return rows
+
+
+#: How long a stream's request may go unvouched for before a resuming client is told that no
+#: process answers it any more. The process running it vouches every quarter of this.
+LEASE_SECONDS = 60.0
+
+
+class _Leases:
+    """The streams whose requests run in this process: a thread dates their first event anew
+    every quarter of ``LEASE_SECONDS``, while there are any."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.streams: set[str] = set()
+        self.thread: threading.Thread | None = None
+
+    def add(self, stream: str) -> None:
+        with self.lock:
+            self.streams.add(stream)
+            if self.thread is None or not self.thread.is_alive():
+                self.thread = threading.Thread(target=self._loop, name="mcp-leases", daemon=True)
+                self.thread.start()
+
+    def remove(self, stream: str) -> None:
+        with self.lock:
+            self.streams.discard(stream)
+
+    def _loop(self) -> None:
+        from django.db import connections
+
+        from .models import StreamEvent
+
+        while True:
+            time.sleep(LEASE_SECONDS / 4)
+            with self.lock:
+                streams = sorted(self.streams)
+                if not streams:
+                    self.thread = None
+                    return
+            try:
+                StreamEvent.objects.filter(stream__in=streams, seq=0).update(created=timezone.now())
+            except Exception:
+                logger.exception("Could not vouch for the streams of running requests")
+            finally:
+                connections.close_all()
+
+
+_leases = _Leases()
+# A forked child runs none of its parent's requests.
+os.register_at_fork(after_in_child=lambda: _Leases.__init__(_leases))
+
+
+def end_if_abandoned(server: Server, session_id: str, stream: str) -> bool:
+    """End a stream whose request no process answers any more (it has no final event, and
+    nothing vouched for it or added to it for ``LEASE_SECONDS``) with an internal error
+    response; whether it did."""
+    from django.db import IntegrityError
+
+    from .models import StreamEvent
+
+    rows = StreamEvent.objects.filter(session_id=session_id, stream=stream)
+    last = rows.order_by("-seq").values_list("seq", "message", "created").first()
+    first = rows.filter(seq=0).values_list("message", "created").first()
+    if last is None or first is None or is_end(last[1]):
+        return False
+    cutoff = timezone.now() - timedelta(seconds=LEASE_SECONDS)
+    if max(first[1], last[2]) >= cutoff:
+        return False
+    opened = first[0] if isinstance(first[0], dict) else {}
+    if "request" in opened:
+        error = InternalError("The process serving the request ended before it answered")
+        final: JSON = jsonrpc.error_response(opened["request"], error)
+    else:
+        final = dict(END)  # no id to answer: the stream just ends
+    with contextlib.suppress(IntegrityError):  # another client resuming it ended it first
+        _write(session_id, stream, last[0] + 1, final, stream_channel(server, session_id, stream))
+    return True
 
 
 def has_events_after(session_id: str, stream: str, seq: int) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -12,8 +13,17 @@ from django.test import override_settings
 from django.utils import timezone
 
 import mcp_app
+from mcp_app import events
 from mcp_app.delivery import backend
-from mcp_app.events import END, StreamLog, clean_events, events_after, is_end, parse_event_id
+from mcp_app.events import (
+    END,
+    StreamLog,
+    clean_events,
+    end_if_abandoned,
+    events_after,
+    is_end,
+    parse_event_id,
+)
 from mcp_app.models import StreamEvent
 
 # Events are written on a connection of their own, outside the test's transaction.
@@ -90,7 +100,7 @@ def test_log_stores_each_event_for_its_session(log: StreamLog) -> None:
     log.append(note(2))
     rows = StreamEvent.objects.order_by("seq")
     assert [(r.session_id, r.stream, r.seq, r.message) for r in rows] == [
-        (OWNER, log.stream, 0, {}),
+        (OWNER, log.stream, 0, {"request": None}),
         (OWNER, log.stream, 1, note(1)),
         (OWNER, log.stream, 2, note(2)),
     ]
@@ -110,7 +120,7 @@ def test_end_of_a_cancelled_request_is_kept_and_published_after_the_priming_even
 ) -> None:
     log.end()
     rows = StreamEvent.objects.order_by("seq")
-    assert [(r.seq, r.message) for r in rows] == [(0, {}), (1, END)]
+    assert [(r.seq, r.message) for r in rows] == [(0, {"request": None}), (1, END)]
     assert published == [{"seq": 1, "message": END}]
 
 
@@ -247,3 +257,61 @@ def test_cleaned_stream_can_no_longer_be_resumed(log: StreamLog) -> None:
     age_events(log.stream, 10_000)
     clean_events()
     assert events_after(OWNER, log.stream, 1) is None
+
+
+# -- requests no process answers any more ---------------------------------------------------------
+
+
+def _dated(stream: str, seconds_ago: float) -> None:
+    StreamEvent.objects.filter(stream=stream).update(
+        created=timezone.now() - timedelta(seconds=seconds_ago)
+    )
+
+
+def test_a_running_requests_stream_is_vouched_for_until_released(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(events, "LEASE_SECONDS", 0.4)
+    monkeypatch.setattr(events, "_leases", events._Leases())  # one of its own, on that clock
+    log = StreamLog(mcp_app.site, OWNER, request_id=7)
+    log.append(note(1))
+    _dated(log.stream, 3600)
+    time.sleep(0.3)
+    first = StreamEvent.objects.get(stream=log.stream, seq=0)
+    assert timezone.now() - first.created < timedelta(seconds=1)
+    log.release()
+    _dated(log.stream, 3600)
+    time.sleep(0.3)
+    first.refresh_from_db()
+    assert timezone.now() - first.created > timedelta(seconds=3000)
+    assert events._leases.thread is None  # nothing left to vouch for
+
+
+def test_a_stream_no_process_answers_ends_with_an_error_once(
+    published: list[dict[str, Any]], log: StreamLog
+) -> None:
+    lost = StreamLog(mcp_app.site, OWNER, request_id="call-7")
+    lost.append(note(1))
+    lost.release()  # as if its process had ended
+    assert not end_if_abandoned(mcp_app.site, OWNER, lost.stream)  # still within its lease
+    _dated(lost.stream, events.LEASE_SECONDS + 1)
+    assert end_if_abandoned(mcp_app.site, OWNER, lost.stream)
+    answer = {
+        "jsonrpc": "2.0",
+        "id": "call-7",
+        "error": {
+            "code": -32603,
+            "message": "The process serving the request ended before it answered",
+        },
+    }
+    assert events_after(OWNER, lost.stream, 1) == [(2, answer)]
+    assert not end_if_abandoned(mcp_app.site, OWNER, lost.stream)  # it has its end now
+
+
+def test_a_stream_that_ended_or_is_not_ours_is_left_alone(log: StreamLog) -> None:
+    log.append({"jsonrpc": "2.0", "id": 1, "result": {}})
+    log.release()
+    _dated(log.stream, events.LEASE_SECONDS + 1)
+    assert not end_if_abandoned(mcp_app.site, OWNER, log.stream)
+    assert not end_if_abandoned(mcp_app.site, OTHER, log.stream)
+    assert not end_if_abandoned(mcp_app.site, OWNER, "0123456789abcdef")

@@ -2509,6 +2509,35 @@ def test_delete_ends_a_resumed_stream_whose_call_runs_nowhere(session: LegacySes
     reader.until_end(timeout=5)
 
 
+def test_a_resumed_stream_whose_call_runs_nowhere_is_answered_with_an_error(
+    session: LegacySession, settings: Any
+) -> None:
+    import mcp_app
+    from mcp_app import events
+    from mcp_app.events import StreamLog
+
+    set_mcp(settings, KEEPALIVE_SECONDS=0.1)
+    # A call that streamed, then its worker ended before it answered.
+    log = StreamLog(mcp_app.site, session.id, request_id=31)
+    progress = {"progressToken": 1, "progress": 1}
+    log.append({"jsonrpc": "2.0", "method": "notifications/progress", "params": progress})
+    log.release()
+    StreamEvent.objects.filter(stream=log.stream).update(
+        created=timezone.now() - timedelta(seconds=events.LEASE_SECONDS + 1)
+    )
+    reader = session.resume(f"{log.stream}-1")
+    answer = reader.next_message()
+    assert answer == {
+        "jsonrpc": "2.0",
+        "id": 31,
+        "error": {
+            "code": -32603,
+            "message": "The process serving the request ended before it answered",
+        },
+    }
+    reader.until_end(timeout=5)
+
+
 def test_a_stateless_request_naming_a_session_is_served_statelessly() -> None:
     body, headers = modern_request("server/discover")
     headers["Mcp-Session-Id"] = "abc"  # the stateless revision has none: ignored

@@ -149,7 +149,11 @@ class Call:
                 emit(Event(close=True))
 
             self.ctx.close_hook = close
-        status, final = self._run(self.ctx)
+        try:
+            status, final = self._run(self.ctx)
+        finally:
+            if self.log is not None:
+                self.log.release()
         if final is None:
             # Cancelled by the client: no response. A stream the client has an event id of
             # (it streamed, or opens with a priming event) records where it ends, so a

@@ -21,6 +21,7 @@ from ..delivery import backend, tell
 from ..events import (
     END,
     StreamLog,
+    end_if_abandoned,
     events_from,
     has_events_after,
     is_end,
@@ -360,7 +361,12 @@ class Resume:
             return False
         # Its delivery was lost (a backend reconnecting drops messages): the client resumes
         # from the last event it has, and reads the rest from the log.
-        return not has_events_after(self.session_id, self.stream, self.seq)
+        if has_events_after(self.session_id, self.stream, self.seq):
+            return False
+        # The process running its request ended without answering: the stream's answer is
+        # an error, which this stream is sent as it is kept.
+        end_if_abandoned(self.server, self.session_id, self.stream)
+        return True
 
     def closed(self) -> None:
         pass
@@ -629,7 +635,7 @@ class LegacyEndpoint:
         ctx.streams = takes_stream(incoming.headers)
         catalog = self.server.catalog()
 
-        log = StreamLog(self.server, session.id)
+        log = StreamLog(self.server, session.id, request_id)
 
         def run(ctx: RequestContext) -> tuple[int, JSON | None]:
             return 200, self.call(request_id, method, params, ctx, catalog, session, log)
