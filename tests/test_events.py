@@ -280,11 +280,14 @@ def test_a_running_requests_stream_is_vouched_for_until_released(
     first = StreamEvent.objects.get(stream=log.stream, seq=0)
     assert timezone.now() - first.created < timedelta(seconds=1)
     log.release()
+    deadline = time.monotonic() + 2
+    while events._leases.thread is not None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert events._leases.thread is None  # nothing left to vouch for
     _dated(log.stream, 3600)
     time.sleep(0.3)
     first.refresh_from_db()
     assert timezone.now() - first.created > timedelta(seconds=3000)
-    assert events._leases.thread is None  # nothing left to vouch for
 
 
 def test_a_stream_no_process_answers_ends_with_an_error_once(

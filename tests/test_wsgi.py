@@ -259,6 +259,12 @@ def test_a_stream_does_not_hold_the_requests_connections(app: Route, let_go: lis
     assert let_go == ["let go"]
     result.close()
     assert let_go == ["let go", "let go"]
+    # Closed unread, as a server does whose client left before the first chunk: the call,
+    # and its thread's connections, are let go of too.
+    deadline = time.monotonic() + 3
+    while not ticking_saw and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert ticking_saw == [True]
 
 
 def test_an_answer_the_server_refuses_to_start_is_closed(app: Route, let_go: list[str]) -> None:

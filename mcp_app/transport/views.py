@@ -769,6 +769,7 @@ class _CallRelay:
         self.call = call
         self.done = False
         self.released = False
+        self.finished = False
 
     def start(self, kind: str, payload: Any) -> list[bytes]:
         priming = self.call.priming()
@@ -785,7 +786,8 @@ class _CallRelay:
 
     def finish(self) -> None:
         # A call the server let go of goes on.
-        if not self.released:
+        if not self.released and not self.finished:
+            self.finished = True
             _left(self.call)
 
 
@@ -1008,8 +1010,9 @@ def _sync_call(call: Call) -> Reply | Iterator[bytes]:
     if plain is not None:
         return plain
 
+    relay = _CallRelay(call)
+
     def chunks() -> Iterator[bytes]:
-        relay = _CallRelay(call)
         try:
             chunks = relay.start(kind, payload)
             while True:
@@ -1020,7 +1023,27 @@ def _sync_call(call: Call) -> Reply | Iterator[bytes]:
         finally:
             relay.finish()
 
-    return chunks()
+    return _Closing(chunks(), relay.finish)
+
+
+class _Closing(Iterator[bytes]):
+    """``chunks``, whose ``close`` calls ``finish`` even if the server closes them unread (a
+    generator closed before it starts runs none of its ``finally``)."""
+
+    def __init__(self, chunks: Iterator[bytes], finish: Callable[[], None]) -> None:
+        self.chunks = chunks
+        self.finish = finish
+
+    def __next__(self) -> bytes:
+        return next(self.chunks)
+
+    def close(self) -> None:
+        try:
+            close = getattr(self.chunks, "close", None)
+            if close is not None:
+                close()
+        finally:
+            self.finish()
 
 
 def _sync_listen_chunks(stream: Stream) -> Iterator[bytes]:
