@@ -65,6 +65,21 @@ def by_id(messages: list[dict[str, Any]]) -> dict[Any, dict[str, Any]]:
     return {m["id"]: m for m in messages if "id" in m}
 
 
+class Held(io.StringIO):
+    """Input whose lines after the first ``given`` are read only once ``until`` is set: a
+    cancel then reaches a call whose handler has started (one cancelled before does not run)."""
+
+    def __init__(self, messages: list[Any], given: int, until: threading.Event) -> None:
+        super().__init__("".join(json.dumps(m) + "\n" for m in messages))
+        self.given, self.until = given, until
+
+    def readline(self, size: int | None = -1) -> str:
+        if self.given == 0:
+            assert self.until.wait(10), "the handler did not start"
+        self.given -= 1
+        return super().readline(size)
+
+
 def test_discover_list_and_call_without_headers() -> None:
     out = by_id(
         serve(
@@ -256,9 +271,11 @@ def test_a_cancel_naming_no_valid_request_id_cancels_nothing() -> None:
 @pytest.mark.parametrize("era", ["modern", "legacy"])
 def test_a_cancelled_request_gets_no_response(era: str) -> None:
     own = mcp_app.Server("stdio-cancel", rows=False)
+    started = threading.Event()
 
     @own.tool()
     def hold(arguments: dict[str, Any], context: Any) -> str:
+        started.set()
         context.cancelled.wait(10)
         return "stopped"
 
@@ -273,14 +290,13 @@ def test_a_cancelled_request_gets_no_response(era: str) -> None:
             {"jsonrpc": "2.0", "method": "notifications/initialized"},
         ]
     cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}}
-    lines = "".join(json.dumps(m) + "\n" for m in [*opening, call, cancel])
     out = Lines()
-    started = time.monotonic()
+    began = time.monotonic()
     try:
-        StdioServer(own, io.StringIO(lines), out).serve()
+        StdioServer(own, Held([*opening, call, cancel], len(opening) + 1, started), out).serve()
     finally:
         mcp_app.server.servers.pop("stdio-cancel", None)
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - began < 5
     assert 7 not in by_id(out.messages())
     from mcp_app.models import ToolCall
 
@@ -293,9 +309,11 @@ def test_a_task_started_before_the_cancel_is_still_answered() -> None:
     from mcp_app.protocol.tasks import EXTENSION
 
     own = mcp_app.Server("stdio-cancel-task", rows=False)
+    started = threading.Event()
 
     @own.tool(task="optional")
     def job(arguments: dict[str, Any], context: Any) -> Any:
+        started.set()
         context.cancelled.wait(10)  # the cancel comes while the task is being made
         return run_as_task(lambda task: "done")
 
@@ -303,10 +321,9 @@ def test_a_task_started_before_the_cancel_is_still_answered() -> None:
     call = request(8, "tools/call", {"name": "job"})
     call["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] = caps
     cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 8}}
-    lines = "".join(json.dumps(m) + "\n" for m in [call, cancel])
     out = Lines()
     try:
-        StdioServer(own, io.StringIO(lines), out).serve()
+        StdioServer(own, Held([call, cancel], 1, started), out).serve()
     finally:
         mcp_app.server.servers.pop("stdio-cancel-task", None)
     # The task runs on: the client needs its id to follow or cancel it.
@@ -503,6 +520,207 @@ def test_a_cancelled_requests_id_is_free_at_once() -> None:
         mcp_app.server.servers.pop("stdio-cancel-reuse", None)
     answers = [m for m in out.messages() if m.get("id") == 7]
     assert [a["result"]["content"][0]["text"] for a in answers] == ["quick"]
+
+
+class Running:
+    """Counts the handlers running at once, the most that ever did, and all that ran."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.now = self.most = self.ran = 0
+
+    def __enter__(self) -> None:
+        with self.lock:
+            self.now += 1
+            self.ran += 1
+            self.most = max(self.most, self.now)
+
+    def __exit__(self, *exc: object) -> None:
+        with self.lock:
+            self.now -= 1
+
+
+def _wait_for(condition: Callable[[], bool], seconds: float = 10) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("sent", ["2025-03-26 batch", "stream"])
+def test_at_most_max_concurrent_calls_run_at_once_and_each_is_answered(sent: str) -> None:
+    own = mcp_app.Server("stdio-pool", rows=False)
+    running = Running()
+
+    @own.tool()
+    def busy(arguments: dict[str, Any], context: Any) -> str:
+        with running:
+            time.sleep(0.05)
+        return "done"
+
+    count = 10 * stdio.MAX_CONCURRENT_CALLS
+    if sent == "stream":
+        messages: list[Any] = [request(i, "tools/call", {"name": "busy"}) for i in range(count)]
+    else:
+        call = {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "busy"}}
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        batch = [{**call, "id": i} for i in range(2, count + 2)]
+        messages = [initialize("2025-03-26"), initialized, batch]
+    out = Lines()
+    lines = "".join(json.dumps(m) + "\n" for m in messages)
+    try:
+        StdioServer(own, io.StringIO(lines), out).serve()
+    finally:
+        mcp_app.server.servers.pop("stdio-pool", None)
+    answers = [a for m in out.messages() for a in (m if isinstance(m, list) else [m])]
+    done = [a for a in answers if a.get("result", {}).get("content", [{}])[0].get("text") == "done"]
+    assert len(done) == count == running.ran
+    assert 1 < running.most <= stdio.MAX_CONCURRENT_CALLS
+
+
+def test_calls_waiting_for_the_client_in_every_place_still_get_its_answers() -> None:
+    from mcp_app import elicit, input_required
+
+    own = mcp_app.Server("stdio-pool-ask", rows=False)
+
+    @own.tool()
+    def ask(arguments: dict[str, Any], context: Any) -> Any:
+        answer = context.input_response("name")
+        if not isinstance(answer, dict):
+            return input_required({"name": elicit("Who?", {"properties": {"name": {}}})})
+        return f"Hello, {answer['content']['name']}!"
+
+    places = stdio.MAX_CONCURRENT_CALLS
+    reader, writer = os.pipe()
+    feed, out = os.fdopen(writer, "w"), Lines()
+    session = threading.Thread(
+        target=StdioServer(own, os.fdopen(reader, "r"), out).serve, daemon=True
+    )
+    session.start()
+
+    def send(message: dict[str, Any]) -> None:
+        feed.write(json.dumps(message) + "\n")
+        feed.flush()
+
+    def asked() -> list[str]:
+        return [m["id"] for m in out.messages() if m.get("method") == "elicitation/create"]
+
+    try:
+        init = initialize()
+        init["params"]["capabilities"] = {"elicitation": {}}
+        send(init)
+        send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        calls = range(10, 10 + places + 2)
+        for i in calls:
+            send({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": "ask"}})
+        # Every place is taken by a call waiting for the client; the last two wait for one.
+        _wait_for(lambda: len(asked()) >= places)
+        time.sleep(0.2)
+        assert len(asked()) == places
+        answered: set[str] = set()
+        while not all(i in by_id(out.messages()) for i in calls):
+            for question in set(asked()) - answered:
+                # Read by the reader while every place is taken: it waits for none.
+                result = {"action": "accept", "content": {"name": "Ada"}}
+                send({"jsonrpc": "2.0", "id": question, "result": result})
+                answered.add(question)
+            time.sleep(0.01)
+            assert len(answered) <= places + 2
+    finally:
+        feed.close()
+        session.join(10)
+        mcp_app.server.servers.pop("stdio-pool-ask", None)
+    final = by_id(out.messages())
+    assert [final[i]["result"]["content"][0]["text"] for i in calls] == ["Hello, Ada!"] * len(calls)
+
+
+def _queued_behind_a_full_pool(name: str, hold: Callable[[Any], object]) -> tuple[Any, Running]:
+    """A server of ``hold`` (which takes a place while it runs ``hold(context)``) and ``queued``
+    (counted by the ``Running`` given back)."""
+    own = mcp_app.Server(name, rows=False)
+    ran = Running()
+
+    @own.tool(name="hold")
+    def holding(arguments: dict[str, Any], context: Any) -> str:
+        hold(context)
+        return "held"
+
+    @own.tool()
+    def queued(arguments: dict[str, Any], context: Any) -> str:
+        with ran:
+            return "ran"
+
+    return own, ran
+
+
+def test_a_queued_call_cancelled_before_it_starts_never_runs() -> None:
+    from mcp_app.models import ToolCall
+
+    release = threading.Event()
+    held = Running()
+
+    def hold(context: Any) -> None:
+        with held:
+            release.wait(10)
+
+    own, ran = _queued_behind_a_full_pool("stdio-pool-cancel", hold)
+    places = stdio.MAX_CONCURRENT_CALLS
+    reader, writer = os.pipe()
+    feed, out = os.fdopen(writer, "w"), Lines()
+    session = threading.Thread(
+        target=StdioServer(own, os.fdopen(reader, "r"), out).serve, daemon=True
+    )
+    session.start()
+
+    def send(message: dict[str, Any]) -> None:
+        feed.write(json.dumps(message) + "\n")
+        feed.flush()
+
+    try:
+        for i in range(places):
+            send(request(i, "tools/call", {"name": "hold"}))
+        _wait_for(lambda: held.now == places)
+        send(request("late", "tools/call", {"name": "queued"}))
+        send(
+            {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "late"}}
+        )
+        # Answered by the reader itself, once it has read the cancel.
+        send(request("seen", "server/discover"))
+        _wait_for(lambda: "seen" in by_id(out.messages()))
+        release.set()
+        feed.close()
+        session.join(10)
+    finally:
+        mcp_app.server.servers.pop("stdio-pool-cancel", None)
+    answers = by_id(out.messages())
+    assert ran.ran == 0 and "late" not in answers
+    assert [answers[i]["result"]["content"][0]["text"] for i in range(places)] == ["held"] * places
+    row = ToolCall.objects.get(server="stdio-pool-cancel", name="queued")
+    assert (row.outcome, row.error) == ("cancelled", "")
+
+
+def test_calls_still_queued_when_the_drain_ends_are_cancelled_without_running(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from mcp_app.models import ToolCall
+
+    monkeypatch.setattr(stdio, "DRAIN_SECONDS", 0.2)
+    own, ran = _queued_behind_a_full_pool("stdio-pool-drain", lambda c: c.cancelled.wait(10))
+    places = stdio.MAX_CONCURRENT_CALLS
+    messages = [request(i, "tools/call", {"name": "hold"}) for i in range(places)]
+    messages += [request(f"q{i}", "tools/call", {"name": "queued"}) for i in range(3)]
+    out = Lines()
+    started = time.monotonic()
+    try:
+        StdioServer(own, io.StringIO("".join(json.dumps(m) + "\n" for m in messages)), out).serve()
+    finally:
+        mcp_app.server.servers.pop("stdio-pool-drain", None)
+    assert time.monotonic() - started < 5
+    assert ran.ran == 0 and out.messages() == []
+    rows = ToolCall.objects.filter(server="stdio-pool-drain")
+    assert sorted((row.name, row.outcome) for row in rows) == sorted(
+        [("hold", "cancelled")] * places + [("queued", "cancelled")] * 3
+    )
 
 
 def test_an_initialize_era_subscription_to_a_hidden_resource_tells_nothing() -> None:
@@ -1024,6 +1242,38 @@ def test_sigterm_while_the_calls_drain_cancels_them_at_once(stdio_db: Path, tmp_
         time.sleep(1)  # the drain is under way
         started = time.monotonic()
         command.process.send_signal(signal.SIGTERM)
+        returncode = command.process.wait(timeout=30)
+        took = time.monotonic() - started
+    finally:
+        command.close()
+    errors = command.stderr.read_text()
+    assert returncode == 0, errors
+    assert "Traceback" not in errors
+    assert took < 2
+    assert [row[1:] for row in _audit_rows(stdio_db, before)] == [("slow_compute", "cancelled")]
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGINT"])
+def test_signals_repeated_while_the_command_ends_are_ignored(
+    stdio_db: Path, tmp_path: Path, name: str
+) -> None:
+    signum = getattr(signal, name)
+    before = max([row[0] for row in _audit_rows(stdio_db)], default=0)
+    command = Command(stdio_db, tmp_path / "stderr")
+    try:
+        command.send(initialize())
+        assert command.next()["id"] == 1
+        command.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        slow = {"name": "slow_compute", "arguments": {"seconds": 60}}
+        command.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": slow})
+        command.send({"jsonrpc": "2.0", "id": 3, "method": "ping"})
+        assert command.next()["id"] == 3  # the call has been read
+        started = time.monotonic()
+        # An impatient client, or a person pressing ^C again and again, till the process ends.
+        while command.process.poll() is None and time.monotonic() - started < 30:
+            command.process.send_signal(signum)
+            time.sleep(0.005)
         returncode = command.process.wait(timeout=30)
         took = time.monotonic() - started
     finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import logging
 import sys
@@ -17,6 +18,7 @@ from ..conf import conf
 from ..delivery import backend
 from ..protocol import jsonrpc, modern, versions
 from ..protocol.context import RequestContext
+from ..protocol.engine import Engine
 from ..protocol.jsonrpc import InvalidParams, InvalidRequest, ParseError, ProtocolError
 from ..sessions import SessionData
 from . import sse
@@ -44,20 +46,32 @@ DRAIN_SECONDS = 5.0
 #: Seconds a call cancelled at the end has to stop, so that its audit row is written: well
 #: within the 2 s a client gives between SIGTERM and SIGKILL (the official SDK does).
 CANCEL_GRACE_SECONDS = 0.5
+#: The most calls that run at once, each in a thread of the session's; the others wait their
+#: turn, in the order they came. Enough that a client seldom waits (a call that waits for the
+#: client's answer keeps its place, and a person answers few questions at once), few enough
+#: that a batch or a stream of thousands of calls starts neither thousands of threads nor as
+#: many database connections. A call waiting for an answer never blocks the answer: it comes
+#: through the reader, which never waits for a place.
+MAX_CONCURRENT_CALLS = 16
+#: Longest the wait for the calls to end goes on once ``stop()`` has been called. The wait
+#: looks again after each slice, not ended by an exception from ``stop()``: one raised in
+#: ``Thread.join()`` may leave the thread marked as ended while it runs (CPython 3.11), so
+#: that the next wait, for the cancelled calls' audit rows, would not wait.
+JOIN_SLICE_SECONDS = 0.05
 
 
 class _Stopped(BaseException):
-    """Raised by ``StdioServer.stop()`` in the reader's thread to end a wait (for a line, or
-    for the calls to end): a BaseException, so that no ``except Exception`` takes it for an
-    error."""
+    """Raised by ``StdioServer.stop()`` in the reader's thread to end its wait for a line: a
+    BaseException, so that no ``except Exception`` takes it for an error."""
 
 
 class StdioServer:
     """Serves one client on a pair of streams until its input ends.
 
-    Each request runs in a thread of its own, so the reader keeps reading: answers to the
-    server's own requests (initialize era) and ``notifications/cancelled`` arrive while a
-    call is waiting. A line is written whole under a lock, so messages never interleave.
+    Requests run in threads of the session's (``MAX_CONCURRENT_CALLS`` at most; the rest
+    queue), so the reader keeps reading: answers to the server's own requests (initialize era)
+    and ``notifications/cancelled`` arrive while a call is waiting. A line is written whole
+    under a lock, so messages never interleave.
     """
 
     def __init__(self, server: Server, infile: IO[str], outfile: IO[str], user: Any = None):
@@ -73,14 +87,19 @@ class StdioServer:
         self._calls_lock = threading.Lock()
         self._listens: dict[Any, Callable[[], None]] = {}
         self._threads: list[threading.Thread] = []
+        #: The calls waiting for a thread, first come first served, and how many threads serve
+        #: them (both under ``_pool_lock``). Not bounded, since the reader may not wait: a
+        #: queued call holds only its closure and context, its message read already.
+        self._queued: collections.deque[Callable[[], None]] = collections.deque()
+        self._workers = 0
+        self._pool_lock = threading.Lock()
         self._renewals = _Renewals()
         #: The requests sent to the client whose answer a call waits for, by their id: the
         #: call's id and context (under ``_calls_lock``, as is ``_input_ended``).
         self._awaiting: dict[Any, tuple[Any, RequestContext]] = {}
         self._input_ended = False
         self._stopping = False
-        #: Whether the reader's thread waits, for a line or for the calls to end, where a
-        #: stop() may cut the wait short.
+        #: Whether the reader's thread waits for a line, where a stop() may cut the wait short.
         self._waiting = False
         self._reader: threading.Thread | None = None
 
@@ -118,13 +137,16 @@ class StdioServer:
         for unsubscribe in list(self._listens.values()):
             unsubscribe()
         self._renewals.stop()
-        # Calls already under way may finish and answer, unless stop() says to end now; then
+        # Calls under way or queued may finish and answer, unless stop() says to end now; then
         # whatever is left is cancelled, and has a moment to stop and write its audit row.
         self._join(DRAIN_SECONDS, stoppable=True)
         with self._calls_lock:
             left = list(self._calls.values())
         for ctx in left:
             ctx.cancelled.set()
+        # The calls still queued are all cancelled now: each ends at once, without running,
+        # answered with nothing and audited, whether or not a thread would be free in time.
+        self._run_queued()
         if left:
             self._join(CANCEL_GRACE_SECONDS)
         # The process ends with the session: its tasks end now, not when their leases run out.
@@ -139,8 +161,9 @@ class StdioServer:
         without waiting for them to finish; a handler for ``SIGTERM`` and ``SIGINT``.
 
         The reader reads no further line. Run in the reader's thread (a signal handler, in the
-        main thread) it also ends the reader's wait, for a line or for the calls to finish;
-        from another thread, the reader stops after the line it waits for.
+        main thread) it also ends the reader's wait for a line; from another thread, the reader
+        stops after the line it waits for. A wait for the calls to finish ends within
+        ``JOIN_SLICE_SECONDS``.
         """
         self._stopping = True
         if self._waiting and threading.current_thread() is self._reader:
@@ -151,18 +174,12 @@ class StdioServer:
         """Wait up to ``seconds`` for the calls' threads (and a renewal under way) to end;
         ``stoppable``: no longer than until ``stop()`` is called."""
         deadline = time.monotonic() + seconds
-        try:
-            try:
-                self._waiting = stoppable
-                if stoppable and self._stopping:
+        for thread in [*self._threads, self._renewals.thread]:
+            while thread is not None and thread.is_alive():
+                left = deadline - time.monotonic()
+                if left <= 0 or (stoppable and self._stopping):
                     return
-                for thread in self._threads:
-                    thread.join(max(0.0, deadline - time.monotonic()))
-                self._renewals.join(max(0.0, deadline - time.monotonic()))
-            finally:
-                self._waiting = False
-        except _Stopped:
-            pass
+                thread.join(min(left, JOIN_SLICE_SECONDS))
 
     def _end_input(self) -> None:
         """No answer can come from the client any more: calls waiting for one end now, as
@@ -360,17 +377,62 @@ class StdioServer:
                 with contextlib.suppress(Exception):
                     answer(None)
 
-    def _spawn(self, target: Callable[[], None]) -> None:
-        def run() -> None:
-            close_old_connections()
-            try:
-                target()
-            finally:
-                close_old_connections()
+    def _unstarted(self, ctx: RequestContext, method: str, params: JSON) -> bool:
+        """Whether the call was cancelled while it waited for a thread: it then does not run,
+        and is answered with nothing and audited as a cancelled call that ran would be."""
+        if not ctx.is_cancelled:
+            return False
+        if method in Engine.INPUT_METHODS:
+            self.endpoint.audit(ctx, method, params, {"cancelled": True}, time.perf_counter(), 0)
+        return True
 
-        thread = threading.Thread(target=run, daemon=True)
-        self._threads = [t for t in self._threads if t.is_alive()] + [thread]
-        thread.start()
+    def _spawn(self, target: Callable[[], None]) -> None:
+        """Run a call: in a new thread while fewer than ``MAX_CONCURRENT_CALLS`` run, else
+        queued for the first that is free. Never waits: the reader calls it, and carries what
+        the running calls may wait for (the client's answers, its cancels)."""
+        with self._pool_lock:
+            self._queued.append(target)
+            if self._workers >= MAX_CONCURRENT_CALLS:
+                return
+            thread = threading.Thread(target=self._work, name="mcp-stdio-call", daemon=True)
+            try:
+                thread.start()
+            except RuntimeError:
+                # The call waits for a thread that runs, or the next one started.
+                logger.exception("Could not start a thread for a stdio call")
+                return
+            self._workers += 1
+            self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+
+    def _work(self) -> None:
+        """A call's thread: runs the queued calls until none is left, then ends (so joining
+        the threads waits for the queued calls too)."""
+        while (target := self._next(worker=True)) is not None:
+            self._run(target)
+
+    def _run_queued(self) -> None:
+        """Run the calls still queued, in this thread."""
+        while (target := self._next(worker=False)) is not None:
+            self._run(target)
+
+    def _next(self, worker: bool) -> Callable[[], None] | None:
+        """The next queued call; ``None`` once none is left, when a ``worker`` ends."""
+        with self._pool_lock:
+            if self._queued:
+                return self._queued.popleft()
+            if worker:
+                self._workers -= 1
+            return None
+
+    @staticmethod
+    def _run(target: Callable[[], None]) -> None:
+        """Run a call (answered whatever happens, by ``_answering``). A connection that
+        cannot even close is logged: the thread must live on for the queued calls."""
+        for step in (close_old_connections, target, close_old_connections):
+            try:
+                step()
+            except Exception:
+                logger.exception("Error in a stdio call's thread")
 
     # -- the stateless wire --------------------------------------------------------------
 
@@ -399,6 +461,8 @@ class StdioServer:
 
         def run() -> None:
             with self._answering(req.id, ctx) as answer:
+                if self._unstarted(ctx, req.method, req.params):
+                    return
                 _status, final = self.endpoint.modern_call(req, ctx, catalog)
                 answer(final)
 
@@ -536,6 +600,8 @@ class StdioServer:
 
         def run() -> None:
             with self._answering(request_id, ctx, send) as answer:
+                if self._unstarted(ctx, method, params):
+                    return
                 answer(self.endpoint.legacy.call(request_id, method, params, ctx, catalog, session))
 
         self._spawn(run)
@@ -712,6 +778,11 @@ class _Renewals:
     def stop(self) -> None:
         self._stopped = True
         self._wake.set()
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        """The thread that renews, once started: a renewal under way ends with it."""
+        return self._thread
 
     def join(self, timeout: float) -> None:
         """Wait up to ``timeout`` seconds for a renewal under way to finish."""

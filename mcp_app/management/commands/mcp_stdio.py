@@ -73,7 +73,8 @@ class Command(BaseCommand):
         # Clients end a server by closing its input, then by SIGTERM if it has not gone (the
         # official SDK waits 2 s, and kills it 2 s later); a person by ^C. Each ends it as the
         # end of input does, without a traceback: the calls under way are ended, the queued
-        # audit rows written, and the command exits with 0.
+        # audit rows written, and the command exits with 0. Signals sent after the first are
+        # ignored: the command is ending already.
         with _handled(SIGNALS, stdio.stop):
             try:
                 stdio.serve()
@@ -98,17 +99,33 @@ SIGNALS = (signal.SIGTERM, signal.SIGINT)
 def _handled(
     signals: tuple[signal.Signals, ...], handler: Callable[[int, FrameType | None], None]
 ) -> Iterator[None]:
-    """``handler`` for ``signals`` meanwhile; only in the main thread, the only one that may
-    set them (a test's ``call_command`` in another thread keeps the handlers it has)."""
+    """``handler`` for the first of ``signals`` to come meanwhile; only in the main thread,
+    the only one that may set them (a test's ``call_command`` in another thread keeps the
+    handlers it has).
+
+    Once one has come, the process is ending: ``signals`` are ignored from then on, to its
+    very end (their handlers are not given back). A repeated signal would otherwise kill it
+    while it ends, its audit rows perhaps unwritten and its exit status the signal's. Ignored
+    by the system, not by a Python handler: Python drops those before its last clean-up.
+    """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {signum: signal.signal(signum, handler) for signum in signals}
+    came = False
+
+    def first(signum: int, frame: FrameType | None) -> None:
+        nonlocal came
+        came = True
+        for each in signals:
+            signal.signal(each, signal.SIG_IGN)  # before the handler, which may raise
+        handler(signum, frame)
+
+    previous = {signum: signal.signal(signum, first) for signum in signals}
     try:
         yield
     finally:
         for signum, old in previous.items():
-            if old is not None:  # None: set outside Python, and cannot be set back
+            if not came and old is not None:  # None: set outside Python, cannot be set back
                 signal.signal(signum, old)
 
 
