@@ -66,6 +66,7 @@ class StreamLog:
         self.request_id = request_id
         self.seq = 0
         self.opened = False
+        self.released = False
         #: Its session ended: nothing more is kept (nor published) for a client that is gone.
         self.silenced = False
         # A handler may emit from several threads: each event gets a number of its own, and
@@ -94,12 +95,16 @@ class StreamLog:
                 # The request's id, for the error a resuming client gets if no process is
                 # left to answer it.
                 _write(self.session_id, self.stream, 0, {"request": self.request_id}, None)
-                _leases.add(self.stream)
+                if not self.released:
+                    _leases.add(self.stream)
 
     def release(self) -> None:
-        """The request is answered (or will never be, here): no longer vouched for."""
-        if self.opened:
-            _leases.remove(self.stream)
+        """The request is answered (or will never be, here): no longer vouched for, even if
+        its stream opens only now (to record its end)."""
+        with self._lock:
+            self.released = True
+            if self.opened:
+                _leases.remove(self.stream)
 
     def priming_id(self) -> str:
         return f"{self.stream}-0"

@@ -160,16 +160,18 @@ def states(server: str, caller: str, task_ids: list[str]) -> list[JSON]:
 
 def _announce(endpoint: Endpoint, task_id: str, **extra: Any) -> None:
     """Publish the task as it is now, for listen streams that follow it (and ``extra`` for
-    the process running it)."""
+    the process running it, told even if the task cannot be read)."""
     try:
         task = _rows(task_id).first()
     except Exception:
         # News of a change the row already holds: the database failing to read it back must
         # not fail the work that made it (a poll reads the row).
         logger.exception("Could not read task %s to announce it", task_id)
-        return
+        task = None
     if task is not None:
         _tell(endpoint, task_id, {**extra, "task": detailed(task)})
+    elif extra:
+        _tell(endpoint, task_id, extra)
 
 
 def clean() -> int:

@@ -18,6 +18,7 @@ import pytest
 import redis
 
 from mcp_app.delivery import GAP
+from mcp_app.delivery import redis as redis_backend
 from mcp_app.delivery.redis import SOCKET_TIMEOUT, SUBSCRIBE_WAIT, RedisBackend
 from tests.conftest import free_port, require_redis_url
 from tests.test_delivery_local import Collector
@@ -318,6 +319,30 @@ def test_publish_fails_at_once_while_the_listener_finds_redis_unreachable(
         assert time.monotonic() - started < 0.5
     finally:
         own_redis.proc.send_signal(signal.SIGCONT)
+
+
+def test_a_publish_refused_while_reconnecting_is_owed_as_a_gap_to_other_processes(
+    make: Any, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Only the publisher's own listener is cut off: the other process's never is, so only
+    # the publisher can tell it that a message on the channel was lost.
+    monkeypatch.setattr(redis_backend, "BACKOFF_MIN", 1.0)
+    publisher, other = make(), make()
+    mine, theirs = Collector(), Collector()
+    publisher.subscribe(["b"], mine)
+    other.subscribe(["a"], theirs)
+    admin = redis.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        for client in admin.client_list():
+            if client["name"] == publisher.client_name and int(client.get("sub", 0)) > 0:
+                admin.client_kill_filter(_id=client["id"])
+    finally:
+        admin.close()
+    wait_until(lambda: publisher._listener.failing)
+    with pytest.raises(redis.ConnectionError, match="unreachable"):
+        publisher.publish("a", {"n": "refused"})
+    assert theirs.wait_for(1, timeout=10) == [("a", GAP)]
+    assert mine.wait_for(1) == [("b", GAP)]  # its own sinks are told too
 
 
 def test_without_redis_publish_raises_and_subscribe_does_not_hang(

@@ -290,6 +290,14 @@ def test_a_running_requests_stream_is_vouched_for_until_released(
     assert timezone.now() - first.created > timedelta(seconds=3000)
 
 
+def test_a_stream_opened_after_its_release_is_not_vouched_for() -> None:
+    # A cancelled call that never streamed opens its stream only to record its end.
+    log = StreamLog(mcp_app.site, OWNER, request_id=3)
+    log.release()
+    log.end()
+    assert log.stream not in events._leases.streams
+
+
 def test_a_stream_no_process_answers_ends_with_an_error_once(
     published: list[dict[str, Any]], log: StreamLog
 ) -> None:

@@ -2133,6 +2133,39 @@ def test_after_a_gap_in_delivery_every_list_and_subscribed_resource_is_announced
     }
 
 
+def test_after_a_gap_in_the_sessions_messages_one_get_stream_carries_them(
+    session: LegacySession,
+) -> None:
+    outbox = mcp_app.site.channel(f"outbox:{session.id}")
+    taken: list[str] = []
+    unsubscribe = backend().subscribe(
+        [outbox], lambda channel, message: taken.append(message.get("takeover", ""))
+    )
+    try:
+        streams = [session.listen(), session.listen()]
+        deadline = time.monotonic() + WAIT
+        while len([t for t in taken if t]) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        del taken[:]
+        # Takeovers or handbacks may have been lost: each stream takes over again.
+        backend().publish(outbox, dict(GAP))
+        while len([t for t in taken if t]) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len([t for t in taken if t]) == 2
+        time.sleep(0.2)  # each stream hears both
+    finally:
+        unsubscribe()
+    mcp_app.site.announce({"kinds": ["prompts"]}, "lists")
+    got = []
+    for stream in streams:
+        try:
+            got.append(stream.next_message(0.5)["method"])
+        except AssertionError:
+            got.append(None)
+    # The last to take over carries the messages, alone.
+    assert got.count("notifications/prompts/list_changed") == 1 and got.count(None) == 1
+
+
 def test_unsubscribed_uri_gets_no_more_updates(session: LegacySession) -> None:
     session.result_of("resources/subscribe", {"uri": WATCHED})
     stream = session.listen()

@@ -29,6 +29,8 @@ SUBSCRIBE_WAIT = 2.0
 SOCKET_TIMEOUT = 5.0
 #: Reconnection delays of the listener: doubling from the first up to the last.
 BACKOFF_MIN, BACKOFF_MAX = 0.1, 5.0
+#: Most channels kept to be sent GAP on, once Redis is back, for publishes refused meanwhile.
+MAX_OWED = 10_000
 
 
 @dataclass(eq=False)
@@ -74,6 +76,8 @@ class RedisBackend(SinkTable, Backend):
         self._changed = threading.Condition(self._lock)
         self._redis: redis.Redis | None = None
         self._listener: _Listener | None = None
+        #: The channels a publish was refused on while the listener reconnected.
+        self._owed: set[str] = set()
         # Shown by CLIENT LIST, so an operator can tell whose connections these are.
         self.client_name = f"mcp-delivery-{socket.gethostname()}-{os.getpid()}-{id(self):x}"
 
@@ -115,7 +119,12 @@ class RedisBackend(SinkTable, Backend):
         listener = self._listener
         if listener is not None and listener.failing:
             # A Redis that does not answer would hold every request that tells of a change
-            # for SOCKET_TIMEOUT; the subscribers are sent GAP once it is back instead.
+            # for SOCKET_TIMEOUT. Its subscribers, in every process, are sent GAP on the
+            # channel instead once the listener is back (Redis may have been unreachable
+            # from here alone, their listeners never cut off).
+            with self._lock:
+                if len(self._owed) < MAX_OWED:
+                    self._owed.add(channel)
             raise redis.ConnectionError("Redis is unreachable; the listener is reconnecting")
         self._client().publish(self._prefix + channel, data)
 
@@ -188,9 +197,9 @@ class RedisBackend(SinkTable, Backend):
                 last_heard, pinged = time.monotonic(), False
                 while not listener.stop.is_set():
                     subscribed = self._reconcile(pubsub, listener, subscribed)
-                    if gap and self._resubscribed(listener):
+                    if (gap or self._owed) and self._resubscribed(listener):
+                        self._deliver_gap(local=gap)
                         gap = False
-                        self._deliver_gap()
                     item = pubsub.get_message(timeout=self.idle_seconds)
                     now = time.monotonic()
                     if item is not None:
@@ -243,9 +252,21 @@ class RedisBackend(SinkTable, Backend):
         with self._lock:
             return listener.confirmed.issuperset(self._sinks)
 
-    def _deliver_gap(self) -> None:
+    def _deliver_gap(self, local: bool) -> None:
+        """GAP to every process's sinks on the channels a publish was refused on meanwhile,
+        and (``local``: the listener lost its connection) to this process's sinks."""
         with self._lock:
-            wanted = [(name, list(sinks.values())) for name, sinks in self._sinks.items()]
+            wanted = [(n, list(sinks.values())) for n, sinks in self._sinks.items() if local]
+            owed, self._owed = self._owed, set()
+        data = json.dumps(GAP, separators=(",", ":"))
+        for index, name in enumerate(sorted(owed)):
+            try:
+                self._client().publish(self._prefix + name, data)
+            except redis.RedisError:
+                with self._lock:
+                    self._owed.update(sorted(owed)[index:])
+                logger.warning("delivery: could not tell of messages lost on %s", name)
+                break
         for name, sinks in wanted:
             self._call(sinks, name, dict(GAP))
 

@@ -229,6 +229,11 @@ class SessionStream:
             # Kept by every stream: an inactive one may carry the messages again later.
             self.subscriptions = set(message["subscriptions"])
             return []
+        if message.get("gap") and channel == self.server.channel(f"outbox:{self.session.id}"):
+            # A takeover or handback may have been lost: each open stream takes over again,
+            # and the last heard (every stream hears them in one order) carries the messages.
+            tell(channel, {"takeover": self.token})
+            return []
         if not self.active:
             return []
         if message.get("gap"):
