@@ -44,7 +44,7 @@ from .transport.bare import (
     unreadable,
 )
 from .transport.http import Reply
-from .transport.views import endpoint_reply, failure, sync_answer
+from .transport.views import close_then, endpoint_reply, failure, sync_answer
 
 if TYPE_CHECKING:
     from .server import Server
@@ -202,9 +202,4 @@ class _Sent:
             raise
 
     def close(self) -> None:
-        try:
-            close = getattr(self.body, "close", None)
-            if close is not None:
-                close()
-        finally:
-            close_old_connections()
+        close_then(self.body, close_old_connections)

@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import anyio
 import pytest
@@ -591,16 +591,7 @@ def test_calls_waiting_for_the_client_in_every_place_still_get_its_answers() -> 
         return f"Hello, {answer['content']['name']}!"
 
     places = stdio.MAX_CONCURRENT_CALLS
-    reader, writer = os.pipe()
-    feed, out = os.fdopen(writer, "w"), Lines()
-    session = threading.Thread(
-        target=StdioServer(own, os.fdopen(reader, "r"), out).serve, daemon=True
-    )
-    session.start()
-
-    def send(message: dict[str, Any]) -> None:
-        feed.write(json.dumps(message) + "\n")
-        feed.flush()
+    feed, out, session, send = _piped(own)
 
     def asked() -> list[str]:
         return [m["id"] for m in out.messages() if m.get("method") == "elicitation/create"]
@@ -634,6 +625,25 @@ def test_calls_waiting_for_the_client_in_every_place_still_get_its_answers() -> 
     assert [final[i]["result"]["content"][0]["text"] for i in calls] == ["Hello, Ada!"] * len(calls)
 
 
+def _piped(
+    server: Any,
+) -> tuple[IO[str], Lines, threading.Thread, Callable[[dict[str, Any]], None]]:
+    """A session of ``server`` served in a thread from a pipe: the pipe's writing end (close
+    it to end the input), the output, the thread, and a function sending one message."""
+    reader, writer = os.pipe()
+    feed, out = os.fdopen(writer, "w"), Lines()
+    session = threading.Thread(
+        target=StdioServer(server, os.fdopen(reader, "r"), out).serve, daemon=True
+    )
+    session.start()
+
+    def send(message: dict[str, Any]) -> None:
+        feed.write(json.dumps(message) + "\n")
+        feed.flush()
+
+    return feed, out, session, send
+
+
 def _queued_behind_a_full_pool(name: str, hold: Callable[[Any], object]) -> tuple[Any, Running]:
     """A server of ``hold`` (which takes a place while it runs ``hold(context)``) and ``queued``
     (counted by the ``Running`` given back)."""
@@ -665,17 +675,7 @@ def test_a_queued_call_cancelled_before_it_starts_never_runs() -> None:
 
     own, ran = _queued_behind_a_full_pool("stdio-pool-cancel", hold)
     places = stdio.MAX_CONCURRENT_CALLS
-    reader, writer = os.pipe()
-    feed, out = os.fdopen(writer, "w"), Lines()
-    session = threading.Thread(
-        target=StdioServer(own, os.fdopen(reader, "r"), out).serve, daemon=True
-    )
-    session.start()
-
-    def send(message: dict[str, Any]) -> None:
-        feed.write(json.dumps(message) + "\n")
-        feed.flush()
-
+    feed, out, session, send = _piped(own)
     try:
         for i in range(places):
             send(request(i, "tools/call", {"name": "hold"}))

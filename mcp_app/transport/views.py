@@ -15,7 +15,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -1038,12 +1038,18 @@ class _Closing(Iterator[bytes]):
         return next(self.chunks)
 
     def close(self) -> None:
-        try:
-            close = getattr(self.chunks, "close", None)
-            if close is not None:
-                close()
-        finally:
-            self.finish()
+        close_then(self.chunks, self.finish)
+
+
+def close_then(body: Iterable[bytes], after: Callable[[], None]) -> None:
+    """Close ``body`` as a WSGI server closes an answer (if it can be closed), then
+    ``after()``, whatever the closing raised."""
+    try:
+        close = getattr(body, "close", None)
+        if close is not None:
+            close()
+    finally:
+        after()
 
 
 def _sync_listen_chunks(stream: Stream) -> Iterator[bytes]:
