@@ -697,6 +697,8 @@ class ResourceTemplate(Definition):
             _add(errors, "mime_type", "Enter a MIME type such as text/markdown.")
         _check_annotations(errors, self.annotations)
         self.code_clash(errors, "name", self.name, "templates", "resource template")
+        if "uri_template" in errors:
+            return  # a template that does not parse has no shape to compare
         shape = rows.template_shape(self.uri_template)
         if shape in rows.code_uri_templates(self.server):
             _add(
@@ -715,7 +717,7 @@ class ResourceTemplate(Definition):
                     f"template's shape on server {self.server!r}: the two match the same URIs, "
                     "so one would never be read.",
                 )
-            elif "uri_template" not in errors:
+            else:
                 self._check_shadowing(errors)
 
     def _check_shadowing(self, errors: Errors) -> None:

@@ -465,6 +465,14 @@ def test_two_template_rows_of_one_shape_are_refused(other_server: Server) -> Non
     ResourceTemplate.objects.get(name="notes").full_clean()
 
 
+@pytest.mark.parametrize("uri_template", ["notes://{!topic}", "notes://{}"])
+def test_a_uri_template_that_does_not_parse_gets_its_parse_error_alone(uri_template: str) -> None:
+    ResourceTemplate.objects.create(name="notes", uri_template="notes://{topic}", text="x")
+    errors = errors_of(ResourceTemplate(name="other", uri_template=uri_template, text="y"))
+    assert len(errors["uri_template"]) == 1
+    assert errors["uri_template"][0].startswith(f"invalid URI template {uri_template!r}")
+
+
 @pytest.mark.parametrize(
     ("modified", "valid"),
     [
