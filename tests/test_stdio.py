@@ -547,8 +547,17 @@ def _wait_for(condition: Callable[[], bool], seconds: float = 10) -> None:
         time.sleep(0.01)
 
 
-@pytest.mark.parametrize("sent", ["2025-03-26 batch", "stream"])
-def test_at_most_max_concurrent_calls_run_at_once_and_each_is_answered(sent: str) -> None:
+def _batch_session(*batches: list[Any]) -> list[Any]:
+    """A 2025-03-26 session's lines: its initialization, then ``batches``."""
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    return [initialize("2025-03-26"), initialized, *batches]
+
+
+def _call(request_id: Any, name: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": {"name": name}}
+
+
+def test_at_most_max_batch_calls_of_a_batch_run_at_once_and_each_is_answered() -> None:
     own = mcp_app.Server("stdio-pool", rows=False)
     running = Running()
 
@@ -558,27 +567,21 @@ def test_at_most_max_concurrent_calls_run_at_once_and_each_is_answered(sent: str
             time.sleep(0.05)
         return "done"
 
-    count = 10 * stdio.MAX_CONCURRENT_CALLS
-    if sent == "stream":
-        messages: list[Any] = [request(i, "tools/call", {"name": "busy"}) for i in range(count)]
-    else:
-        call = {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "busy"}}
-        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-        batch = [{**call, "id": i} for i in range(2, count + 2)]
-        messages = [initialize("2025-03-26"), initialized, batch]
+    count = 10 * stdio.MAX_BATCH_CALLS
+    messages = _batch_session([_call(i, "busy") for i in range(2, count + 2)])
     out = Lines()
     lines = "".join(json.dumps(m) + "\n" for m in messages)
     try:
         StdioServer(own, io.StringIO(lines), out).serve()
     finally:
         mcp_app.server.servers.pop("stdio-pool", None)
-    answers = [a for m in out.messages() for a in (m if isinstance(m, list) else [m])]
-    done = [a for a in answers if a.get("result", {}).get("content", [{}])[0].get("text") == "done"]
+    (answers,) = [m for m in out.messages() if isinstance(m, list)]
+    done = [a for a in answers if a["result"]["content"][0]["text"] == "done"]
     assert len(done) == count == running.ran
-    assert 1 < running.most <= stdio.MAX_CONCURRENT_CALLS
+    assert 1 < running.most <= stdio.MAX_BATCH_CALLS
 
 
-def test_calls_waiting_for_the_client_in_every_place_still_get_its_answers() -> None:
+def test_calls_on_lines_of_their_own_never_wait_behind_calls_waiting_for_the_client() -> None:
     from mcp_app import elicit, input_required
 
     own = mcp_app.Server("stdio-pool-ask", rows=False)
@@ -590,7 +593,7 @@ def test_calls_waiting_for_the_client_in_every_place_still_get_its_answers() -> 
             return input_required({"name": elicit("Who?", {"properties": {"name": {}}})})
         return f"Hello, {answer['content']['name']}!"
 
-    places = stdio.MAX_CONCURRENT_CALLS
+    many = stdio.MAX_BATCH_CALLS + 4
     feed, out, session, send = _piped(own)
 
     def asked() -> list[str]:
@@ -601,28 +604,24 @@ def test_calls_waiting_for_the_client_in_every_place_still_get_its_answers() -> 
         init["params"]["capabilities"] = {"elicitation": {}}
         send(init)
         send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        calls = range(10, 10 + places + 2)
+        calls = range(10, 10 + many)
         for i in calls:
-            send({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": "ask"}})
-        # Every place is taken by a call waiting for the client; the last two wait for one.
-        _wait_for(lambda: len(asked()) >= places)
-        time.sleep(0.2)
-        assert len(asked()) == places
-        answered: set[str] = set()
-        while not all(i in by_id(out.messages()) for i in calls):
-            for question in set(asked()) - answered:
-                # Read by the reader while every place is taken: it waits for none.
-                result = {"action": "accept", "content": {"name": "Ada"}}
-                send({"jsonrpc": "2.0", "id": question, "result": result})
-                answered.add(question)
-            time.sleep(0.01)
-            assert len(answered) <= places + 2
+            send(_call(i, "ask"))
+        # Every call asks at once; the client then needs the tools' list before it answers,
+        # which must not wait behind the calls waiting for it.
+        _wait_for(lambda: len(asked()) == many)
+        send({"jsonrpc": "2.0", "id": "list", "method": "tools/list"})
+        _wait_for(lambda: "list" in by_id(out.messages()), seconds=5)
+        for question in asked():
+            result = {"action": "accept", "content": {"name": "Ada"}}
+            send({"jsonrpc": "2.0", "id": question, "result": result})
+        _wait_for(lambda: all(i in by_id(out.messages()) for i in calls))
     finally:
         feed.close()
         session.join(10)
         mcp_app.server.servers.pop("stdio-pool-ask", None)
     final = by_id(out.messages())
-    assert [final[i]["result"]["content"][0]["text"] for i in calls] == ["Hello, Ada!"] * len(calls)
+    assert [final[i]["result"]["content"][0]["text"] for i in calls] == ["Hello, Ada!"] * many
 
 
 def _piped(
@@ -674,27 +673,27 @@ def test_a_queued_call_cancelled_before_it_starts_never_runs() -> None:
             release.wait(10)
 
     own, ran = _queued_behind_a_full_pool("stdio-pool-cancel", hold)
-    places = stdio.MAX_CONCURRENT_CALLS
+    places = stdio.MAX_BATCH_CALLS
     feed, out, session, send = _piped(own)
     try:
-        for i in range(places):
-            send(request(i, "tools/call", {"name": "hold"}))
+        batch = [*(_call(i, "hold") for i in range(2, places + 2)), _call("late", "queued")]
+        for message in _batch_session(batch):
+            send(message)
         _wait_for(lambda: held.now == places)
-        send(request("late", "tools/call", {"name": "queued"}))
         send(
             {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "late"}}
         )
         # Answered by the reader itself, once it has read the cancel.
-        send(request("seen", "server/discover"))
+        send({"jsonrpc": "2.0", "id": "seen", "method": "ping"})
         _wait_for(lambda: "seen" in by_id(out.messages()))
         release.set()
         feed.close()
         session.join(10)
     finally:
         mcp_app.server.servers.pop("stdio-pool-cancel", None)
-    answers = by_id(out.messages())
-    assert ran.ran == 0 and "late" not in answers
-    assert [answers[i]["result"]["content"][0]["text"] for i in range(places)] == ["held"] * places
+    (answers,) = [m for m in out.messages() if isinstance(m, list)]
+    assert ran.ran == 0 and "late" not in by_id(answers)
+    assert [a["result"]["content"][0]["text"] for a in answers] == ["held"] * places
     row = ToolCall.objects.get(server="stdio-pool-cancel", name="queued")
     assert (row.outcome, row.error) == ("cancelled", "")
 
@@ -706,9 +705,9 @@ def test_calls_still_queued_when_the_drain_ends_are_cancelled_without_running(
 
     monkeypatch.setattr(stdio, "DRAIN_SECONDS", 0.2)
     own, ran = _queued_behind_a_full_pool("stdio-pool-drain", lambda c: c.cancelled.wait(10))
-    places = stdio.MAX_CONCURRENT_CALLS
-    messages = [request(i, "tools/call", {"name": "hold"}) for i in range(places)]
-    messages += [request(f"q{i}", "tools/call", {"name": "queued"}) for i in range(3)]
+    places = stdio.MAX_BATCH_CALLS
+    batch = [_call(i, "hold") for i in range(2, places + 2)]
+    messages = _batch_session(batch + [_call(f"q{i}", "queued") for i in range(3)])
     out = Lines()
     started = time.monotonic()
     try:
@@ -716,7 +715,7 @@ def test_calls_still_queued_when_the_drain_ends_are_cancelled_without_running(
     finally:
         mcp_app.server.servers.pop("stdio-pool-drain", None)
     assert time.monotonic() - started < 5
-    assert ran.ran == 0 and out.messages() == []
+    assert ran.ran == 0 and [m for m in out.messages() if m.get("id") != 1] == []
     rows = ToolCall.objects.filter(server="stdio-pool-drain")
     assert sorted((row.name, row.outcome) for row in rows) == sorted(
         [("hold", "cancelled")] * places + [("queued", "cancelled")] * 3
@@ -1283,6 +1282,30 @@ def test_signals_repeated_while_the_command_ends_are_ignored(
     assert "Traceback" not in errors
     assert took < 2
     assert [row[1:] for row in _audit_rows(stdio_db, before)] == [("slow_compute", "cancelled")]
+
+
+def test_signals_are_given_back_after_the_command_unless_the_process_ends_with_it() -> None:
+    from mcp_app.management.commands.mcp_stdio import SIGNALS, _handled
+
+    before = [signal.getsignal(signum) for signum in SIGNALS]
+    stopped: list[int] = []
+    try:
+        # As under call_command in a program that goes on: a repeated signal is ignored while
+        # the command ends, and the program's own handlers are in place again after.
+        with _handled(SIGNALS, lambda signum, frame: stopped.append(signum)):
+            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+        assert stopped == [signal.SIGTERM]
+        assert [signal.getsignal(signum) for signum in SIGNALS] == before
+        # As manage.py mcp_stdio: ignored to the end of the process.
+        with _handled(SIGNALS, lambda signum, frame: None, process_ends=True):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)
+        assert [signal.getsignal(signum) for signum in SIGNALS] == [signal.SIG_IGN] * 2
+    finally:
+        for signum, handler in zip(SIGNALS, before, strict=True):
+            signal.signal(signum, handler)
 
 
 class Renewals:

@@ -46,13 +46,14 @@ DRAIN_SECONDS = 5.0
 #: Seconds a call cancelled at the end has to stop, so that its audit row is written: well
 #: within the 2 s a client gives between SIGTERM and SIGKILL (the official SDK does).
 CANCEL_GRACE_SECONDS = 0.5
-#: The most calls that run at once, each in a thread of the session's; the others wait their
-#: turn, in the order they came. Enough that a client seldom waits (a call that waits for the
-#: client's answer keeps its place, and a person answers few questions at once), few enough
-#: that a batch or a stream of thousands of calls starts neither thousands of threads nor as
-#: many database connections. A call waiting for an answer never blocks the answer: it comes
-#: through the reader, which never waits for a place.
-MAX_CONCURRENT_CALLS = 16
+#: The most calls of 2025-03-26 batches that run at once, each in a thread of the session's;
+#: the others wait their turn, in the order they came, so a batch of thousands of calls
+#: starts neither thousands of threads nor as many database connections (over HTTP a batch's
+#: calls run one after another). A call in a batch may not ask the client for input, so none
+#: waits for the client while it keeps a place. A request on a line of its own gets a thread
+#: at once: it may wait for the client, whose next request (a list it needs before it
+#: answers) must not wait behind it.
+MAX_BATCH_CALLS = 16
 #: Longest the wait for the calls to end goes on once ``stop()`` has been called. The wait
 #: looks again after each slice, not ended by an exception from ``stop()``: one raised in
 #: ``Thread.join()`` may leave the thread marked as ended while it runs (CPython 3.11), so
@@ -68,8 +69,8 @@ class _Stopped(BaseException):
 class StdioServer:
     """Serves one client on a pair of streams until its input ends.
 
-    Requests run in threads of the session's (``MAX_CONCURRENT_CALLS`` at most; the rest
-    queue), so the reader keeps reading: answers to the server's own requests (initialize era)
+    Requests run in threads of the session's (a batch's, ``MAX_BATCH_CALLS`` at most; the
+    rest queue), so the reader keeps reading: answers to the server's own requests (initialize era)
     and ``notifications/cancelled`` arrive while a call is waiting. A line is written whole
     under a lock, so messages never interleave.
     """
@@ -386,23 +387,48 @@ class StdioServer:
             self.endpoint.audit(ctx, method, params, {"cancelled": True}, time.perf_counter(), 0)
         return True
 
-    def _spawn(self, target: Callable[[], None]) -> None:
-        """Run a call: in a new thread while fewer than ``MAX_CONCURRENT_CALLS`` run, else
-        queued for the first that is free. Never waits: the reader calls it, and carries what
-        the running calls may wait for (the client's answers, its cancels)."""
+    def _spawn(self, target: Callable[[], None], batched: bool = False) -> None:
+        """Run a call in a thread of its own; one of a batch (``batched``) in one of at most
+        ``MAX_BATCH_CALLS``, else queued for the first that is free. Never waits: the reader
+        calls it, and carries what the running calls may wait for (the client's answers, its
+        cancels).
+
+        Raises:
+            RuntimeError: no thread could be started for the call (it is answered as an
+                internal error); a batch's call waits for a thread already running instead.
+        """
         with self._pool_lock:
-            self._queued.append(target)
-            if self._workers >= MAX_CONCURRENT_CALLS:
-                return
-            thread = threading.Thread(target=self._work, name="mcp-stdio-call", daemon=True)
+            if batched:
+                self._queued.append(target)
+                if self._workers >= MAX_BATCH_CALLS:
+                    return
+            thread = threading.Thread(
+                target=self._work if batched else self._run,
+                args=() if batched else (target,),
+                name="mcp-stdio-call",
+                daemon=True,
+            )
             try:
                 thread.start()
             except RuntimeError:
-                # The call waits for a thread that runs, or the next one started.
-                logger.exception("Could not start a thread for a stdio call")
-                return
-            self._workers += 1
+                if batched and self._workers:
+                    logger.exception("Could not start a thread for a stdio call; it waits")
+                    return
+                if batched:
+                    self._queued.remove(target)
+                raise
+            self._workers += batched
             self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+
+    def _started(self, request_id: Any, run: Callable[[], None], batched: bool = False) -> None:
+        """``_spawn(run)`` for the request ``request_id``, whose id is free again if no thread
+        could be started for it (it is then answered as an internal error)."""
+        try:
+            self._spawn(run, batched)
+        except RuntimeError:
+            with self._calls_lock:
+                self._calls.pop(request_id, None)
+            raise
 
     def _work(self) -> None:
         """A call's thread: runs the queued calls until none is left, then ends (so joining
@@ -466,7 +492,7 @@ class StdioServer:
                 _status, final = self.endpoint.modern_call(req, ctx, catalog)
                 answer(final)
 
-        self._spawn(run)
+        self._started(req.id, run)
 
     def listen(self, req: modern.ModernRequest, catalog: Any) -> None:
         try:
@@ -604,7 +630,7 @@ class StdioServer:
                     return
                 answer(self.endpoint.legacy.call(request_id, method, params, ctx, catalog, session))
 
-        self._spawn(run)
+        self._started(request_id, run, batched=not interactive)
 
     def _emit(
         self, request_id: Any, ctx: RequestContext, session: SessionData, message: JSON

@@ -19,6 +19,14 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 class Command(BaseCommand):
     help = "Serve an MCP server of this site over stdio (one JSON-RPC message per line)."
 
+    #: Whether the process ends with the command (``manage.py mcp_stdio``), not a program
+    #: that goes on after ``call_command``.
+    process_ends = False
+
+    def run_from_argv(self, argv: list[str]) -> None:
+        self.process_ends = True
+        super().run_from_argv(argv)
+
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "--server", default="default", help="The server's name (default: default)."
@@ -75,7 +83,7 @@ class Command(BaseCommand):
         # end of input does, without a traceback: the calls under way are ended, the queued
         # audit rows written, and the command exits with 0. Signals sent after the first are
         # ignored: the command is ending already.
-        with _handled(SIGNALS, stdio.stop):
+        with _handled(SIGNALS, stdio.stop, process_ends=self.process_ends):
             try:
                 stdio.serve()
                 audit.flush()
@@ -97,27 +105,32 @@ SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 @contextmanager
 def _handled(
-    signals: tuple[signal.Signals, ...], handler: Callable[[int, FrameType | None], None]
+    signals: tuple[signal.Signals, ...],
+    handler: Callable[[int, FrameType | None], None],
+    process_ends: bool = False,
 ) -> Iterator[None]:
-    """``handler`` for the first of ``signals`` to come meanwhile; only in the main thread,
-    the only one that may set them (a test's ``call_command`` in another thread keeps the
-    handlers it has).
+    """``handler`` for the first of ``signals`` to come meanwhile, the others ignored; only
+    in the main thread, the only one that may set them (a test's ``call_command`` in another
+    thread keeps the handlers it has). The handlers are given back after.
 
-    Once one has come, the process is ending: ``signals`` are ignored from then on, to its
-    very end (their handlers are not given back). A repeated signal would otherwise kill it
-    while it ends, its audit rows perhaps unwritten and its exit status the signal's. Ignored
-    by the system, not by a Python handler: Python drops those before its last clean-up.
+    ``process_ends`` (run as ``manage.py mcp_stdio``): once one has come, ``signals`` are
+    ignored by the system to the process's very end instead, since a repeated one would kill
+    it while it ends (Python drops its own handlers before its last clean-up), its audit rows
+    perhaps unwritten and its exit status the signal's.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     came = False
 
+    def ignored(signum: int, frame: FrameType | None) -> None:
+        pass
+
     def first(signum: int, frame: FrameType | None) -> None:
         nonlocal came
         came = True
         for each in signals:
-            signal.signal(each, signal.SIG_IGN)  # before the handler, which may raise
+            signal.signal(each, ignored)  # before the handler, which may raise
         handler(signum, frame)
 
     previous = {signum: signal.signal(signum, first) for signum in signals}
@@ -125,7 +138,9 @@ def _handled(
         yield
     finally:
         for signum, old in previous.items():
-            if not came and old is not None:  # None: set outside Python, cannot be set back
+            if came and process_ends:
+                signal.signal(signum, signal.SIG_IGN)
+            elif old is not None:  # None: set outside Python, cannot be set back
                 signal.signal(signum, old)
 
 
