@@ -487,6 +487,12 @@ def test_a_language_or_time_zone_a_request_activated_is_not_the_next_ones(
     for _ in range(3):
         done = mcp_call(app, "tools/call", {"name": "activates", "arguments": {}}, path_=EXTRA)
         activated_on = done.json()["result"]["content"][0]["text"]
+        # The answer is sent before its thread is back in the pool.
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline and not any(
+            str(worker.thread.ident) == activated_on for worker in workers._free
+        ):
+            time.sleep(0.001)
         done = mcp_call(app, "tools/call", {"name": "locale", "arguments": {}}, path_=EXTRA)
         thread, seen = done.json()["result"]["content"][0]["text"].split(" ", 1)
         assert seen == expected
