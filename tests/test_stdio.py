@@ -1225,17 +1225,33 @@ def test_the_command_ends_gracefully_on_sigterm_sigint_or_the_end_of_input(
     ]
 
 
+def _start_a_slow_call(command: Command) -> None:
+    """Initialize the command's session and start a call that runs a minute (id 2)."""
+    command.send(initialize())
+    assert command.next()["id"] == 1
+    command.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    slow = {"name": "slow_compute", "arguments": {"seconds": 60}}
+    command.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": slow})
+
+
+def _ended_cancelling_the_slow_call(
+    command: Command, returncode: int, took: float, stdio_db: Path, before: int
+) -> None:
+    """The command exited cleanly within 2 s, the slow call audited as cancelled."""
+    errors = command.stderr.read_text()
+    assert returncode == 0, errors
+    assert "Traceback" not in errors
+    assert took < 2
+    assert [row[1:] for row in _audit_rows(stdio_db, before)] == [("slow_compute", "cancelled")]
+
+
 @pytest.mark.e2e
 def test_sigterm_while_the_calls_drain_cancels_them_at_once(stdio_db: Path, tmp_path: Path) -> None:
     # The official SDK closes the input, waits 2 s, sends SIGTERM, and kills 2 s later.
     before = max([row[0] for row in _audit_rows(stdio_db)], default=0)
     command = Command(stdio_db, tmp_path / "stderr")
     try:
-        command.send(initialize())
-        assert command.next()["id"] == 1
-        command.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        slow = {"name": "slow_compute", "arguments": {"seconds": 60}}
-        command.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": slow})
+        _start_a_slow_call(command)
         assert command.process.stdin is not None
         command.process.stdin.close()
         time.sleep(1)  # the drain is under way
@@ -1245,11 +1261,7 @@ def test_sigterm_while_the_calls_drain_cancels_them_at_once(stdio_db: Path, tmp_
         took = time.monotonic() - started
     finally:
         command.close()
-    errors = command.stderr.read_text()
-    assert returncode == 0, errors
-    assert "Traceback" not in errors
-    assert took < 2
-    assert [row[1:] for row in _audit_rows(stdio_db, before)] == [("slow_compute", "cancelled")]
+    _ended_cancelling_the_slow_call(command, returncode, took, stdio_db, before)
 
 
 @pytest.mark.e2e
@@ -1261,11 +1273,7 @@ def test_signals_repeated_while_the_command_ends_are_ignored(
     before = max([row[0] for row in _audit_rows(stdio_db)], default=0)
     command = Command(stdio_db, tmp_path / "stderr")
     try:
-        command.send(initialize())
-        assert command.next()["id"] == 1
-        command.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        slow = {"name": "slow_compute", "arguments": {"seconds": 60}}
-        command.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": slow})
+        _start_a_slow_call(command)
         command.send({"jsonrpc": "2.0", "id": 3, "method": "ping"})
         assert command.next()["id"] == 3  # the call has been read
         started = time.monotonic()
@@ -1277,11 +1285,7 @@ def test_signals_repeated_while_the_command_ends_are_ignored(
         took = time.monotonic() - started
     finally:
         command.close()
-    errors = command.stderr.read_text()
-    assert returncode == 0, errors
-    assert "Traceback" not in errors
-    assert took < 2
-    assert [row[1:] for row in _audit_rows(stdio_db, before)] == [("slow_compute", "cancelled")]
+    _ended_cancelling_the_slow_call(command, returncode, took, stdio_db, before)
 
 
 def test_signals_are_given_back_after_the_command_unless_the_process_ends_with_it() -> None:
