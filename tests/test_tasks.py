@@ -1100,6 +1100,30 @@ def test_update_and_cancel_are_answered_when_the_backend_cannot_carry_the_news(
     assert get(other)["result"]["status"] == "cancelled"
 
 
+def test_an_update_wakes_the_task_even_when_the_task_cannot_be_read_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from mcp_app import tasks
+    from mcp_app.delivery import backend
+
+    heard: list[JSON] = []
+    task_id = "t-unreadable"
+    endpoint = jobs.endpoint
+    unsubscribe = backend().subscribe(
+        [tasks._channel(endpoint, task_id)], lambda channel, message: heard.append(message)
+    )
+
+    def unreadable(task_id: str) -> Any:
+        raise ConnectionError("the database is gone")
+
+    monkeypatch.setattr(tasks, "_rows", unreadable)
+    try:
+        tasks._announce(endpoint, task_id, answered=True)
+    finally:
+        unsubscribe()
+    assert heard == [{"answered": True}]
+
+
 def test_a_listen_stream_follows_the_callers_tasks_it_asked_for() -> None:
     from mcp_app.testing import MCPClient
 
