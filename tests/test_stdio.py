@@ -1546,7 +1546,8 @@ def test_the_renewals_thread_outlives_a_failing_pass(
         assert time.monotonic() < deadline, "the renewals stopped"
         time.sleep(0.01)
     renewals.stop()
-    renewals.join(5)
+    assert renewals.thread is not None
+    renewals.thread.join(5)
     assert "The stdio renewals failed" in caplog.text
 
 

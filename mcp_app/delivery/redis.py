@@ -257,14 +257,14 @@ class RedisBackend(SinkTable, Backend):
         and (``local``: the listener lost its connection) to this process's sinks."""
         with self._lock:
             wanted = [(n, list(sinks.values())) for n, sinks in self._sinks.items() if local]
-            owed, self._owed = self._owed, set()
+            owed, self._owed = sorted(self._owed), set()
         data = json.dumps(GAP, separators=(",", ":"))
-        for index, name in enumerate(sorted(owed)):
+        for index, name in enumerate(owed):
             try:
                 self._client().publish(self._prefix + name, data)
             except redis.RedisError:
                 with self._lock:
-                    self._owed.update(sorted(owed)[index:])
+                    self._owed.update(owed[index:])
                 logger.warning("delivery: could not tell of messages lost on %s", name)
                 break
         for name, sinks in wanted:

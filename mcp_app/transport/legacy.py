@@ -45,6 +45,7 @@ from ..protocol.tasks import TaskWork
 from ..registry import Catalog
 from ..state import caller_id
 from .listen import (
+    EVERY_LIST_CHANGED,
     KIND_TO_FILTER,
     LISTS,
     RESOURCE_KINDS,
@@ -190,19 +191,13 @@ class SessionStream:
         self.hidden = self._hidden()
         return True
 
-    def _after_gap(self, channel: str) -> list[Event]:
-        """What the client is told when news on ``channel`` may have been lost: every list,
-        and every resource it subscribed to, may have changed (a needless notice only costs
-        a read)."""
-        if channel == self.server.channel("lists"):
-            self.stale = self.stale or bool(self.subscriptions)
-            return [Event(jsonrpc.notification(method)) for _, _, method in LISTS]
-        if channel == self.server.channel("updated"):
-            return [
-                Event(jsonrpc.notification("notifications/resources/updated", {"uri": uri}))
-                for uri in sorted(self.subscriptions - self.hidden)
-            ]
-        return []
+    def _updated_after_gap(self) -> list[Event]:
+        """After updates may have been lost: every resource subscribed to may have changed
+        (a needless notice only costs a read)."""
+        return [
+            Event(jsonrpc.notification("notifications/resources/updated", {"uri": uri}))
+            for uri in sorted(self.subscriptions - self.hidden)
+        ]
 
     def closed(self) -> None:
         """Tell the session's other GET streams this one is gone."""
@@ -237,7 +232,9 @@ class SessionStream:
         if not self.active:
             return []
         if message.get("gap"):
-            return self._after_gap(channel)
+            if channel == self.server.channel("updated"):
+                return self._updated_after_gap()
+            message = EVERY_LIST_CHANGED  # on the lists' channel; nothing on others
         if channel == self.server.channel("lists"):
             kinds = set(message.get("kinds", ()))
             self.stale = self.stale or bool(self.subscriptions and kinds & RESOURCE_KINDS)

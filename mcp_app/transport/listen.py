@@ -32,6 +32,9 @@ KIND_TO_FILTER = {
     "resources": "resourcesListChanged",
     "templates": "resourcesListChanged",
 }
+#: What news on the lists' channel that may have been lost stands for: any list may have
+#: changed.
+EVERY_LIST_CHANGED: JSON = {"kinds": list(KIND_TO_FILTER)}
 
 
 #: Kinds of definition whose change may change which resources a caller may read.
@@ -289,12 +292,9 @@ class Listen:
         return [Event(self._tagged("notifications/tasks", task))]
 
     def _after_gap(self, channel: str) -> list[Event]:
-        """What the client is told when news on ``channel`` may have been lost: every list
-        and resource it follows may have changed (a needless notice only costs a read), and
-        a followed task is read again at the next renewal, made due now."""
-        if channel == self.server.channel("lists"):
-            self.stale = self.stale or self._hiding
-            return [Event(self._tagged(method)) for key, _, method in LISTS if key in self.honoured]
+        """What the client is told when news on ``channel`` (not the lists') may have been
+        lost: every resource it follows may have changed (a needless notice only costs a
+        read), and a followed task is read again at the next renewal, made due now."""
         if channel == self.server.channel("updated"):
             return [
                 Event(self._tagged("notifications/resources/updated", {"uri": uri}))
@@ -319,7 +319,9 @@ class Listen:
     def notifications(self, channel: str, message: JSON) -> list[Event]:
         """What a delivered message means for this stream (often nothing)."""
         if message.get("gap"):
-            return self._after_gap(channel)
+            if channel != self.server.channel("lists"):
+                return self._after_gap(channel)
+            message = EVERY_LIST_CHANGED
         if channel == self.server.channel("lists"):
             kinds = set(message.get("kinds", ()))
             self.stale = self.stale or (self._hiding and bool(kinds & RESOURCE_KINDS))

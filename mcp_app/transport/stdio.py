@@ -810,12 +810,6 @@ class _Renewals:
         """The thread that renews, once started: a renewal under way ends with it."""
         return self._thread
 
-    def join(self, timeout: float) -> None:
-        """Wait up to ``timeout`` seconds for a renewal under way to finish."""
-        thread = self._thread
-        if thread is not None:
-            thread.join(timeout)
-
     def _run(self) -> None:
         while not self._stopped:
             try:
