@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any, cast
 
 from django.core.exceptions import BadRequest
 from django.core.handlers.wsgi import WSGIRequest, get_path_info
-from django.db import close_old_connections
 from django.http import HttpRequest
 from django.http.response import HttpResponseBase
 from django.urls import ResolverMatch, set_script_prefix
@@ -43,6 +42,7 @@ from .transport.bare import (
     reply_parts,
     unreadable,
 )
+from .transport.connections import close_old_connections
 from .transport.http import Reply
 from .transport.views import close_then, endpoint_reply, failure, sync_answer
 

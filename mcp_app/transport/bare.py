@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.exceptions import DisallowedHost
-from django.db import close_old_connections
 from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 from django.urls import Resolver404, ResolverMatch, URLResolver, get_resolver
@@ -26,6 +25,7 @@ from django.utils.translation import trans_real
 from ..conf import Derived
 from ..protocol import jsonrpc
 from ..server import SERVER_ATTRIBUTE
+from .connections import close_old_connections
 from .http import Reply
 from .views import Hooks, reply_content, request_host
 from .workers import holds_data

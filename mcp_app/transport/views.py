@@ -24,7 +24,7 @@ from django.conf import settings
 from django.core.exceptions import DisallowedHost, RequestDataTooBig, SuspiciousOperation
 from django.core.handlers.asgi import ASGIRequest
 from django.core.signals import got_request_exception
-from django.db import close_old_connections, transaction
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse, UnreadablePostError
 from django.http.response import HttpResponseBase
 from django.utils.log import log_response
@@ -36,6 +36,7 @@ from ..conf import conf
 from ..delivery import backend
 from ..protocol import jsonrpc
 from . import sse
+from .connections import close_old_connections
 from .http import Call, Departure, Incoming, Reply
 from .listen import Renewal
 from .pipe import Empty, Pipe
