@@ -93,9 +93,15 @@ def site_user(request: Any) -> Any:
 
 
 def _anonymous() -> Any:
+    return _anonymous_class()()
+
+
+@functools.cache
+def _anonymous_class() -> type:
+    # Imported on first use: the auth app's models load only once the app registry is ready.
     from django.contrib.auth.models import AnonymousUser
 
-    return AnonymousUser()
+    return AnonymousUser
 
 
 def readmitted(request: Any, server_name: str, user: Any) -> bool:
