@@ -12,7 +12,11 @@
 # insecure, W002 no allowed origins with DEBUG off, W003 "*" among the allowed origins, W004 an
 # allowed origin that can never match, W006 "*" among ALLOWED_HOSTS (own origin not trusted), W007
 # throttles without REST_FRAMEWORK["NUM_PROXIES"] (X-Forwarded-For chooses the anonymous ident),
-# W008 sessions kept in a cache of the process's own memory (other workers do not find them).
+# W008 sessions kept in a cache of the process's own memory (other workers do not find them),
+# W012 TOOL_ERROR_DETAILS on with DEBUG off (handlers' exception messages go to clients).
+#
+# URL warning (every manage.py command): W011 an endpoint routed under a path that ends in a
+# slash (a client sent to the path without it is redirected).
 #
 # Connection warnings (check --database <alias>, and migrate): W005 the delivery backend cannot
 # be reached, W009 a stored row's Django template no longer compiles (a library that
@@ -509,7 +513,7 @@ def _check_switches(raw: dict[str, Any]) -> list[CheckMessage]:
     ]
 
 
-# -- deployment: W001-W004 ---------------------------------------------------------------
+# -- deployment: W001-W004, W006-W008, W012 ---------------------------------------------
 
 
 @register(Tags.security, deploy=True)
@@ -530,6 +534,17 @@ def check_deployment(app_configs: Any = None, **kwargs: Any) -> list[CheckMessag
             )
         )
     raw = _raw()
+    if raw.get("TOOL_ERROR_DETAILS", DEFAULTS["TOOL_ERROR_DETAILS"]) is True and not settings.DEBUG:
+        warnings.append(
+            Warning(
+                "MCP_APP['TOOL_ERROR_DETAILS'] is on: the message of an exception a handler "
+                "raises is sent to the client that called it.",
+                hint="Such messages may hold paths, SQL or other users' data. Set it to False "
+                "and return mcp_app.tool_error('...') for what a tool's caller should read, or "
+                "keep it on knowingly (SILENCED_SYSTEM_CHECKS = ['mcp_app.W012']).",
+                id="mcp_app.W012",
+            )
+        )
     origins = raw.get("ALLOWED_ORIGINS", [])
     if not isinstance(origins, list | tuple):
         return warnings  # E004
@@ -690,6 +705,57 @@ def _table_problem(alias: str, databases: Sequence[str]) -> str | None:
     if table not in tables:
         return f"table {table} does not exist in database {alias!r}; run migrate."
     return None
+
+
+# -- routes: W011 ---------------------------------------------------------------------------
+
+
+@register(Tags.urls)
+def check_endpoint_routes(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """An endpoint routed under a path that ends in a slash (``path("mcp/", site.urls)``)
+    answers only with the slash: a client sent to ``/mcp`` is redirected, which a POST
+    cannot follow, or, with ``DEBUG``, fails on ``APPEND_SLASH``."""
+    from django.urls import get_resolver
+
+    try:
+        patterns = get_resolver().url_patterns
+    except Exception:
+        return []  # a URLconf that does not load is Django's own check's to report
+    warnings: list[CheckMessage] = []
+    for prefix, server in _endpoint_routes(patterns, ""):
+        if prefix.endswith("/"):
+            route = prefix.rstrip("/").lstrip("^")
+            warnings.append(
+                Warning(
+                    f"The MCP endpoint of server {server!r} is routed at {prefix!r}, which ends "
+                    f"in a slash: a client given /{route} is redirected (a POST cannot follow "
+                    "it) or, with DEBUG on, gets an error from APPEND_SLASH.",
+                    hint=f"Route it without the slash, path({route!r}, ...urls): the endpoint "
+                    "then answers both with and without it.",
+                    id="mcp_app.W011",
+                )
+            )
+    return warnings
+
+
+def _endpoint_routes(patterns: Sequence[Any], prefix: str) -> Iterator[tuple[str, str]]:
+    """``(route prefix, server name)`` of each endpoint view in ``patterns``, nested
+    includes followed."""
+    from django.urls import URLResolver
+
+    from .server import SERVER_ATTRIBUTE
+
+    for entry in patterns:
+        if isinstance(entry, URLResolver):
+            try:
+                inner = entry.url_patterns
+            except Exception:
+                continue
+            yield from _endpoint_routes(inner, prefix + str(entry.pattern))
+            continue
+        server = getattr(getattr(entry, "callback", None), SERVER_ATTRIBUTE, None)
+        if server is not None:
+            yield prefix, str(getattr(server, "name", server))
 
 
 # -- stored templates: W009 ----------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -421,7 +422,9 @@ def deploy_ids(**overrides: Any) -> list[str]:
 
 
 GOOD_KEY = "k3y-" + "".join(chr(ord("a") + i % 26) for i in range(60))
-ORIGINS = {"ALLOWED_ORIGINS": ["https://app.example.com"]}
+#: A deployment none of the checks warns about: each test changes one thing.
+ORIGINS = {"ALLOWED_ORIGINS": ["https://app.example.com"], "TOOL_ERROR_DETAILS": False}
+QUIET = {"TOOL_ERROR_DETAILS": False}
 
 
 # Django 6 runs checks that open a database connection as part of the full run.
@@ -479,8 +482,8 @@ def test_a_request_state_key_is_checked_instead_of_the_secret_key() -> None:
 
 
 def test_no_allowed_origins_with_debug_off_is_w002() -> None:
-    assert deploy_ids(SECRET_KEY=GOOD_KEY, DEBUG=False, MCP_APP={}) == ["mcp_app.W002"]
-    assert deploy_ids(SECRET_KEY=GOOD_KEY, DEBUG=True, MCP_APP={}) == []
+    assert deploy_ids(SECRET_KEY=GOOD_KEY, DEBUG=False, MCP_APP=QUIET) == ["mcp_app.W002"]
+    assert deploy_ids(SECRET_KEY=GOOD_KEY, DEBUG=True, MCP_APP=QUIET) == []
 
 
 def test_any_host_is_w006() -> None:
@@ -508,14 +511,15 @@ def test_sessions_in_a_cache_of_the_process_own_memory_are_w008() -> None:
 
 
 def test_any_origin_is_w003() -> None:
-    assert deploy_ids(SECRET_KEY=GOOD_KEY, MCP_APP={"ALLOWED_ORIGINS": ["*"]}) == ["mcp_app.W003"]
+    value = {**QUIET, "ALLOWED_ORIGINS": ["*"]}
+    assert deploy_ids(SECRET_KEY=GOOD_KEY, MCP_APP=value) == ["mcp_app.W003"]
 
 
 @pytest.mark.parametrize(
     "origin", ["app.example.com", "https://app.example.com/", "https://app.example.com/mcp", 3]
 )
 def test_an_origin_that_can_never_match_is_w004(origin: Any) -> None:
-    value = {"ALLOWED_ORIGINS": ["https://ok.example", origin]}
+    value = {**QUIET, "ALLOWED_ORIGINS": ["https://ok.example", origin]}
     with override_settings(SECRET_KEY=GOOD_KEY, MCP_APP=value):
         messages = check_deployment()
     assert [m.id for m in messages] == ["mcp_app.W004"]
@@ -523,7 +527,26 @@ def test_an_origin_that_can_never_match_is_w004(origin: Any) -> None:
 
 
 def test_deployment_checks_leave_a_non_list_of_origins_to_e004() -> None:
-    assert deploy_ids(SECRET_KEY=GOOD_KEY, MCP_APP={"ALLOWED_ORIGINS": "x"}) == []
+    assert deploy_ids(SECRET_KEY=GOOD_KEY, MCP_APP={**QUIET, "ALLOWED_ORIGINS": "x"}) == []
+
+
+def test_handlers_exception_messages_sent_to_clients_with_debug_off_are_w012() -> None:
+    assert deploy_ids(
+        SECRET_KEY=GOOD_KEY, DEBUG=False, MCP_APP={**ORIGINS, "TOOL_ERROR_DETAILS": True}
+    ) == ["mcp_app.W012"]
+    # On by default.
+    default = {"ALLOWED_ORIGINS": ORIGINS["ALLOWED_ORIGINS"]}
+    with override_settings(SECRET_KEY=GOOD_KEY, DEBUG=False, MCP_APP=default):
+        messages = check_deployment()
+    assert [m.id for m in messages] == ["mcp_app.W012"]
+    assert messages[0].level == checks.WARNING
+    assert "TOOL_ERROR_DETAILS" in messages[0].msg
+    assert "tool_error" in messages[0].hint
+    # With DEBUG on, the developer reads them anyway; a setting that is not a bool is E010's.
+    assert deploy_ids(SECRET_KEY=GOOD_KEY, DEBUG=True, MCP_APP=default) == []
+    assert deploy_ids(SECRET_KEY=GOOD_KEY, MCP_APP={**ORIGINS, "TOOL_ERROR_DETAILS": 1}) == []
+    # Whatever else the origins say.
+    assert "mcp_app.W012" in deploy_ids(SECRET_KEY=GOOD_KEY, MCP_APP={"ALLOWED_ORIGINS": "x"})
 
 
 # -- W005: the delivery backend --------------------------------------------------------------
@@ -671,3 +694,95 @@ def test_a_table_w009_cannot_read_yet_leaves_the_others_checked(monkeypatch: Any
     assert "resource template 'notes'" in message.msg
     # The failed read spoiled no transaction around it.
     assert ResourceTemplate.objects.count() == 1
+
+
+# -- W011: an endpoint routed under a path that ends in a slash -----------------------------
+
+
+class _URLconf:
+    """A URLconf made in the test (``ROOT_URLCONF`` may name any object with ``urlpatterns``)."""
+
+    def __init__(self, *patterns: Any) -> None:
+        self.urlpatterns = list(patterns)
+
+
+@pytest.fixture
+def make_server() -> Iterator[Callable[[str], Any]]:
+    """Servers made by the test, forgotten after it (their names are the process's)."""
+    from mcp_app import Server
+    from mcp_app.server import servers
+
+    made: list[str] = []
+
+    def make(name: str) -> Server:
+        made.append(name)
+        return Server(name)
+
+    yield make
+    for name in made:
+        servers.pop(name, None)
+
+
+def route_warnings(*patterns: Any) -> list[CheckMessage]:
+    from mcp_app.checks import check_endpoint_routes
+
+    with override_settings(ROOT_URLCONF=_URLconf(*patterns)):
+        return check_endpoint_routes()
+
+
+def test_an_endpoint_routed_with_a_trailing_slash_is_w011_naming_the_route(
+    make_server: Callable[[str], Any],
+) -> None:
+    from django.urls import path
+
+    server = make_server("slashed")
+    messages = route_warnings(path("mcp/", server.urls))
+    assert [m.id for m in messages] == ["mcp_app.W011"]
+    assert messages[0].level == checks.WARNING
+    assert "'slashed'" in messages[0].msg
+    assert "'mcp/'" in messages[0].msg
+    assert "/mcp is redirected" in messages[0].msg
+    assert "path('mcp', ...urls)" in messages[0].hint
+
+
+def test_an_endpoint_under_nested_includes_is_judged_by_its_whole_route(
+    make_server: Callable[[str], Any],
+) -> None:
+    from django.urls import include, path, re_path
+
+    server = make_server("nested")
+    inner = [path("v1/mcp/", server.urls)]
+    messages = route_warnings(path("api/", include(inner)), re_path(r"^x/", include([])))
+    assert [m.id for m in messages] == ["mcp_app.W011"]
+    assert "'api/v1/mcp/'" in messages[0].msg
+    assert "path('api/v1/mcp', ...urls)" in messages[0].hint
+
+
+@pytest.mark.parametrize("route", ["mcp", "", "api/mcp"])
+def test_an_endpoint_routed_without_a_trailing_slash_passes(
+    route: str, make_server: Callable[[str], Any]
+) -> None:
+    from django.urls import include, path
+
+    server = make_server("plain")
+    assert route_warnings(path("admin/", include([])), path(route, server.urls)) == []
+
+
+def test_a_route_with_a_slash_that_is_not_an_endpoint_passes() -> None:
+    from django.http import HttpResponse
+    from django.urls import path
+
+    assert route_warnings(path("page/", lambda request: HttpResponse())) == []
+
+
+def test_a_urlconf_that_does_not_load_is_left_to_djangos_own_check() -> None:
+    from mcp_app.checks import check_endpoint_routes
+
+    with override_settings(ROOT_URLCONF="tests.no_such_urlconf_module"):
+        assert check_endpoint_routes() == []
+
+
+def test_the_route_check_runs_with_every_command() -> None:
+    from mcp_app.checks import check_endpoint_routes
+
+    assert check_endpoint_routes in checks.registry.registry.get_checks()
