@@ -23,7 +23,7 @@ from .registry import (
     ToolDef,
     permission_allows,
 )
-from .schema import Validator
+from .schema import SchemaError, Validator
 
 F = TypeVar("F", bound=Callable[..., Any])
 JSON = dict[str, Any]
@@ -299,8 +299,9 @@ class Server:
 
         Raises:
             AlreadyRegistered: a tool of that name exists.
-            DefinitionError: a name or attribute is invalid.
-            SchemaError: the input or output schema is not one the default validator can use.
+            DefinitionError: a name or attribute is invalid; also (as a ``SchemaError`` too,
+                naming the tool) the input or output schema is not one the default validator
+                can use.
         """
         tool = ToolDef(
             name=name or handler.__name__,
@@ -317,9 +318,14 @@ class Server:
         )
         from .schema import check_schema
 
-        check_schema(tool.input_schema)
-        if tool.output_schema is not None:
-            check_schema(tool.output_schema)
+        for which in ("input_schema", "output_schema"):
+            schema = getattr(tool, which)
+            if schema is None:
+                continue
+            try:
+                check_schema(schema)
+            except SchemaError as exc:
+                raise InvalidSchema(f"tool {tool.name!r}: {which}", exc) from exc
         return self._add(self._tools, "tool", tool.name, tool)  # type: ignore[no-any-return]
 
     def remove_tool(self, name: str) -> None:
@@ -540,6 +546,15 @@ class Server:
         # Both ``/mcp`` and ``/mcp/`` answer, so no client is redirected (a POST cannot be).
         patterns = [re_path(r"^(?:/)?$", view, name="endpoint")]
         return patterns, "mcp_app", self.name
+
+
+class InvalidSchema(DefinitionError, SchemaError):
+    """A definition's schema the validator cannot use: a ``DefinitionError`` that names the
+    definition, and the ``SchemaError`` it was (its ``reason`` and ``pointer``)."""
+
+    def __init__(self, what: str, error: SchemaError) -> None:
+        SchemaError.__init__(self, error.reason, error.pointer)
+        self.args = (f"{what}: {error}",)
 
 
 def _count(value: Any) -> bool:

@@ -483,17 +483,27 @@ def test_invalid_name_is_refused_before_registering(server: mcp_app.Server) -> N
 
 
 def test_invalid_input_schema_is_refused_at_registration(server: mcp_app.Server) -> None:
-    with pytest.raises(SchemaError):
+    with pytest.raises(SchemaError) as raised:
         server.add_tool(
             first_handler, input_schema={"type": "object", "properties": {"a": {"type": "nope"}}}
         )
     assert server.generation == 0
     assert server.catalog().tools == ()
+    # Named, and caught as any other bad definition is.
+    assert isinstance(raised.value, DefinitionError)
+    assert str(raised.value).startswith("tool 'first_handler': input_schema: invalid schema at ")
+    assert raised.value.pointer == "/properties/a/type"
+    assert raised.value.reason.startswith("expected one of: ")
 
 
 def test_invalid_output_schema_is_refused_at_registration(server: mcp_app.Server) -> None:
-    with pytest.raises(SchemaError):
-        server.add_tool(first_handler, output_schema={"type": "object", "required": "sum"})
+    with pytest.raises(
+        DefinitionError, match=r"^tool 'sums': output_schema: invalid schema "
+    ) as raised:
+        server.add_tool(
+            first_handler, name="sums", output_schema={"type": "object", "required": "sum"}
+        )
+    assert isinstance(raised.value, SchemaError)
     assert server.generation == 0
 
 
