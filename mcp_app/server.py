@@ -534,8 +534,20 @@ class Server:
 
     @property
     def urls(self) -> tuple[list[Any], str, str]:
-        """URL patterns for ``path("mcp", server.urls)``, as ``admin.site.urls`` is used."""
+        """URL patterns for ``path("mcp", server.urls)``, as ``admin.site.urls`` is used.
+
+        Raises:
+            ImproperlyConfigured: ``mcp_app`` is not in ``INSTALLED_APPS`` (its models, which
+                every request uses, are not loaded).
+        """
+        from django.apps import apps
         from django.urls import re_path
+
+        if apps.ready and not apps.is_installed("mcp_app"):
+            raise ImproperlyConfigured(
+                f"The endpoint of server {self.name!r} is routed, but 'mcp_app' is not in "
+                "INSTALLED_APPS: add it there (and run migrate)."
+            )
 
         from .transport.views import async_view, sync_view
 

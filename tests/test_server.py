@@ -823,3 +823,19 @@ def test_tool_error_details_off_sends_only_that_the_tool_failed(
     with override_settings(MCP_APP={"TOOL_ERROR_DETAILS": False}), caplog.at_level("ERROR"):
         assert failed() == {"content": [text("Tool leaky failed")], "isError": True}
     assert "/srv/private/keys/x" in caplog.text  # for the site's own eyes
+
+
+def test_routing_an_endpoint_without_the_app_installed_is_improperly_configured(
+    server: mcp_app.Server,
+) -> None:
+    from django.core.exceptions import ImproperlyConfigured
+    from django.test import override_settings
+
+    without = ["django.contrib.auth", "django.contrib.contenttypes"]
+    with (
+        override_settings(INSTALLED_APPS=without),
+        pytest.raises(ImproperlyConfigured, match="'mcp_app' is not in INSTALLED_APPS"),
+    ):
+        server.urls  # noqa: B018
+    _, app_name, namespace = server.urls
+    assert (app_name, namespace) == ("mcp_app", server.name)
