@@ -329,6 +329,25 @@ def annotations_problems(annotations: Any, kind: str) -> list[str]:
     ]
 
 
+def _check_call(what: str, handler: Callable[..., Any], *parameters: str) -> None:
+    """Refuse now a handler that cannot be called with ``parameters`` (positional), which
+    would otherwise fail each call.
+
+    Raises:
+        DefinitionError: its signature takes fewer or more arguments, or needs keywords.
+    """
+    try:
+        signature = inspect.signature(handler)
+    except (TypeError, ValueError):
+        return  # a callable Python cannot describe (some builtins): its calls will tell
+    try:
+        signature.bind(*parameters)
+    except TypeError as exc:
+        raise DefinitionError(
+            f"{what}: its handler must take ({', '.join(parameters)}): {exc}"
+        ) from None
+
+
 def _check_face(kind: str, name: str, definition: Any) -> None:
     """What every definition lists the same way: its name, text, icons, annotations and
     ``_meta``."""
@@ -429,6 +448,7 @@ class ToolDef:
             )
         if not callable(self.handler):
             raise DefinitionError(f"tool {self.name!r}: handler is not callable")
+        _check_call(f"tool {self.name!r}", self.handler, "arguments", "context")
         if not isinstance(self.input_schema, dict) or self.input_schema.get("type") != "object":
             raise DefinitionError(f"tool {self.name!r}: input_schema must be an object schema")
         if self.output_schema is not None and not isinstance(self.output_schema, dict):
@@ -525,6 +545,7 @@ class ResourceDef:
             )
         if not callable(self.handler):
             raise DefinitionError(f"resource {self.uri!r}: handler is not callable")
+        _check_call(f"resource {self.uri!r}", self.handler, "context")
         if self.size is not None and (
             isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < 0
         ):
@@ -573,6 +594,7 @@ class TemplateDef:
     def __post_init__(self) -> None:
         if not callable(self.handler):
             raise DefinitionError(f"resource template {self.name!r}: handler is not callable")
+        _check_call(f"resource template {self.name!r}", self.handler, "variables", "context")
         try:
             matcher = URITemplate(self.uri_template)
             # Templates the matcher cannot serve are refused now, not on the first read.
@@ -669,6 +691,7 @@ class PromptDef:
             )
         if not callable(self.handler):
             raise DefinitionError(f"prompt {self.name!r}: handler is not callable")
+        _check_call(f"prompt {self.name!r}", self.handler, "arguments", "context")
         args = tuple(PromptArgument.coerce(a) for a in self.arguments)
         object.__setattr__(self, "arguments", args)
         seen = [a.name for a in args]

@@ -47,6 +47,10 @@ def second_handler(arguments: dict[str, Any], ctx: RequestContext) -> str:
     return "second"
 
 
+def read_handler(ctx: RequestContext) -> str:
+    return "read"
+
+
 class PickyValidator(JSONSchemaValidator):
     """Used through MCP_APP["VALIDATOR"]: finds a problem in everything."""
 
@@ -271,7 +275,7 @@ def test_prompt_decorator_takes_a_name(server: mcp_app.Server) -> None:
 
 def test_add_methods_return_their_definitions(server: mcp_app.Server) -> None:
     assert isinstance(server.add_tool(first_handler), ToolDef)
-    assert isinstance(server.add_resource(first_handler, uri="x://a"), ResourceDef)
+    assert isinstance(server.add_resource(read_handler, uri="x://a"), ResourceDef)
     assert isinstance(
         server.add_resource_template(first_handler, uri_template="x://{id}"), TemplateDef
     )
@@ -283,12 +287,12 @@ def test_code_definitions_are_a_live_read_only_view_of_each_kind(
 ) -> None:
     tools = server.code_definitions("tools")
     assert dict(tools) == {}
-    tool = server.add_tool(lambda arguments: "ok", name="t")
+    tool = server.add_tool(lambda arguments, context: "ok", name="t")
     resource = server.add_resource(lambda context: "x", uri="notes://a", name="a")
     template = server.add_resource_template(
-        lambda context: "x", uri_template="notes://{b}", name="b"
+        lambda variables, context: "x", uri_template="notes://{b}", name="b"
     )
-    prompt = server.add_prompt(lambda arguments: "x", name="p")
+    prompt = server.add_prompt(lambda arguments, context: "x", name="p")
     assert dict(tools) == {"t": tool}
     assert dict(server.code_definitions("resources")) == {"notes://a": resource}
     assert dict(server.code_definitions("templates")) == {"b": template}
@@ -434,11 +438,11 @@ def test_duplicate_with_a_handler_without_qualname_uses_its_repr(server: mcp_app
 
 
 def test_duplicates_of_each_kind_are_refused(server: mcp_app.Server) -> None:
-    server.add_resource(first_handler, uri="x://a")
+    server.add_resource(read_handler, uri="x://a")
     server.add_resource_template(first_handler, uri_template="x://{id}", name="tpl")
     server.add_prompt(first_handler, name="p")
     with pytest.raises(AlreadyRegistered, match="resource 'x://a' is already registered"):
-        server.add_resource(second_handler, uri="x://a", name="other")
+        server.add_resource(read_handler, uri="x://a", name="other")
     with pytest.raises(AlreadyRegistered, match="resource template 'tpl' is already registered"):
         server.add_resource_template(second_handler, uri_template="y://{id}", name="tpl")
     with pytest.raises(AlreadyRegistered, match="prompt 'p' is already registered"):
@@ -514,7 +518,7 @@ def test_non_object_input_schema_is_a_definition_error(server: mcp_app.Server) -
 
 def test_bad_resource_uri_and_template_are_refused(server: mcp_app.Server) -> None:
     with pytest.raises(DefinitionError, match="not an absolute URI"):
-        server.add_resource(first_handler, uri="relative")
+        server.add_resource(read_handler, uri="relative")
     with pytest.raises(DefinitionError, match="resource template"):
         server.add_resource_template(first_handler, uri_template="x://{unclosed")
     with pytest.raises(DefinitionError, match="argument names repeat"):
@@ -550,7 +554,7 @@ def test_catalog_keeps_registration_order(server: mcp_app.Server) -> None:
 
 
 def test_remove_each_kind(server: mcp_app.Server) -> None:
-    server.add_resource(first_handler, uri="x://a")
+    server.add_resource(read_handler, uri="x://a")
     server.add_resource_template(first_handler, uri_template="x://{id}", name="tpl")
     server.add_prompt(first_handler, name="p")
     server.remove_resource("x://a")
@@ -572,7 +576,7 @@ def test_on_change_listeners_get_the_server_and_the_changed_kind(server: mcp_app
     calls: list[tuple[Any, set[str], int]] = []
     server.on_change(lambda srv, kinds: calls.append((srv, kinds, srv.generation)))
     server.add_tool(first_handler)
-    server.add_resource(first_handler, uri="x://a")
+    server.add_resource(read_handler, uri="x://a")
     server.add_resource_template(first_handler, uri_template="x://{id}")
     server.add_prompt(first_handler)
     server.remove_tool("first_handler")
@@ -839,3 +843,55 @@ def test_routing_an_endpoint_without_the_app_installed_is_improperly_configured(
         server.urls  # noqa: B018
     _, app_name, namespace = server.urls
     assert (app_name, namespace) == ("mcp_app", server.name)
+
+
+def test_a_handler_that_cannot_take_its_arguments_is_refused_at_registration(
+    server: mcp_app.Server,
+) -> None:
+    def one(arguments: Any) -> str:
+        return "x"
+
+    with pytest.raises(DefinitionError) as raised:
+        server.add_tool(one)
+    assert str(raised.value) == (
+        "tool 'one': its handler must take (arguments, context): too many positional arguments"
+    )
+    with pytest.raises(
+        DefinitionError, match=r"^resource 'x://a': its handler must take \(context\)"
+    ):
+        server.add_resource(first_handler, uri="x://a")
+    with pytest.raises(
+        DefinitionError,
+        match=r"^resource template 't': its handler must take \(variables, context\)",
+    ):
+        server.add_resource_template(read_handler, uri_template="x://{id}", name="t")
+    with pytest.raises(DefinitionError, match=r"^prompt 'p': its handler must take"):
+        server.add_prompt(lambda arguments, context, extra: "x", name="p")
+    with pytest.raises(DefinitionError, match="missing a required argument: 'flag'"):
+        server.add_tool(lambda arguments, context, *, flag: "x", name="kw")
+    assert server.generation == 0
+
+
+def test_handlers_of_any_callable_shape_that_takes_the_arguments_are_registered(
+    server: mcp_app.Server,
+) -> None:
+    class Handler:
+        def __call__(self, arguments: Any, context: Any) -> str:
+            return "called"
+
+        def method(self, arguments: Any, context: Any) -> str:
+            return "method"
+
+    server.add_tool(lambda *args: "x", name="star")
+    server.add_tool(lambda arguments, context=None, extra=1: "x", name="defaults")
+    server.add_tool(Handler(), name="instance")
+    server.add_tool(Handler().method, name="bound")
+    server.add_tool(functools.partial(lambda prefix, arguments, context: "x", "p"), name="partial")
+
+    async def later(arguments: Any, context: Any) -> str:
+        return "async"
+
+    server.add_tool(later)
+    # A callable Python cannot describe is left to its calls.
+    server.add_resource(vars, uri="x://builtin")
+    assert server.generation == 7
