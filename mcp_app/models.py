@@ -385,6 +385,24 @@ class Tool(Definition):
             models.UniqueConstraint(fields=["server", "name"], name="mcp_app_tool_server_name")
         ]
 
+    def _check_template_reads(self, errors: Errors) -> None:
+        """A template argument the input schema does not declare is one clients never send
+        (a typo, most often): it would always render empty."""
+        source = self.config["template"]
+        reads = rows.template_reads(source)
+        schema = self.input_schema if isinstance(self.input_schema, dict) else {}
+        properties = schema.get("properties")
+        declared = list(properties) if isinstance(properties, dict) else []
+        unknown = sorted(reads - set(declared)) if reads is not None else []
+        if unknown:
+            declares = ", ".join(declared) if declared else "none"
+            _add(
+                errors,
+                "config",
+                f"The template reads {', '.join(unknown)}, which the input schema does not "
+                f"declare, so clients would not send it; it declares {declares}.",
+            )
+
     def check_definition(self, errors: Errors) -> None:
         self._normalize_json({"annotations": dict, "config": dict})
         _check_name(errors, self.name, "tool")
@@ -429,6 +447,8 @@ class Tool(Definition):
         if self.handler == "template" and self.output_schema is not None:
             # The engine would refuse every call: a rendered template is text, not structure.
             _add(errors, "output_schema", "The template handler returns text; leave this blank.")
+        if self.handler == "template" and not errors.keys() & {"config", "input_schema"}:
+            self._check_template_reads(errors)
         if self.name in rows.code_keys(self.server, "tools"):
             _add(
                 errors,

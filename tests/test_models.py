@@ -44,6 +44,7 @@ def template_tool(**fields: Any) -> Tool:
         "name": "welcome",
         "handler": "template",
         "config": {"template": "Hello {{ name }}"},
+        "input_schema": {"type": "object", "properties": {"name": {"type": "string"}}},
     }
     values.update(fields)
     return Tool(**values)
@@ -172,6 +173,26 @@ def test_a_restyle_whose_input_schema_no_arguments_could_pass_with_the_codes_is_
     # Narrowing what the code takes is what a restyle is for.
     fewer = {"type": "object", "properties": {"numbers": {"type": "array", "maxItems": 3}}}
     Tool(name="add", overrides_code=True, input_schema=fewer).full_clean()
+
+
+def test_a_template_tool_reading_an_argument_its_schema_does_not_declare_is_refused() -> None:
+    typo = template_tool(
+        config={"template": "Hello {{ nmae }}{% for x in items %}{{ x }}{% endfor %}"}
+    )
+    assert errors_of(typo) == {
+        "config": [
+            "The template reads items, nmae, which the input schema does not declare, so "
+            "clients would not send it; it declares name."
+        ]
+    }
+    blank = template_tool(input_schema=None)
+    assert errors_of(blank)["config"][0].endswith("it declares none.")
+    # What its own tags bind is no argument; a schema or config already refused says so alone.
+    template_tool(config={"template": "{% with n=name %}{{ n }}{% endwith %}"}).full_clean()
+    bad_schema = errors_of(template_tool(input_schema={"type": "string"}))
+    assert "config" not in bad_schema
+    bad_template = errors_of(template_tool(config={"template": "{% if %}"}))
+    assert bad_template["config"] == [m for m in bad_template["config"] if "Template" in m]
 
 
 def test_empty_json_from_a_form_becomes_the_fields_empty_value() -> None:
