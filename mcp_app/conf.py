@@ -252,11 +252,17 @@ class Settings:
     def ATOMIC(self) -> bool:
         # Not kept: unset, it follows ATOMIC_REQUESTS, which may be changed in place (as
         # Django's own request handler reads it, on every request).
-        value = self._get("ATOMIC")
+        value = self._atomic
         if value is None:
             database = settings.DATABASES.get(self.DATABASE_ALIAS) or {}
             return bool(database.get("ATOMIC_REQUESTS", False))
-        return bool(value)
+        return value
+
+    @_setting
+    def _atomic(self) -> bool | None:
+        """``ATOMIC`` as set: ``None`` when it follows ``ATOMIC_REQUESTS``."""
+        value = self._get("ATOMIC")
+        return None if value is None else bool(value)
 
     @_setting
     def DATABASE_ALIAS(self) -> str:

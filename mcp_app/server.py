@@ -61,6 +61,15 @@ def _doc(fn: Callable[..., Any]) -> str | None:
     return doc or None
 
 
+@functools.cache
+def _rows_generation() -> Callable[[str], int]:
+    """``rows.generation``, imported on first use (``rows`` imports this module), then kept:
+    an import statement costs a request as much as the lookup it makes."""
+    from .rows import generation
+
+    return generation
+
+
 class Server:
     """One MCP server: its definitions, what it says about itself, and its URLs.
 
@@ -184,9 +193,7 @@ class Server:
     def _row_generation(self) -> int:
         if not self.rows:
             return 0
-        from . import rows
-
-        return rows.generation(self.name)
+        return _rows_generation()(self.name)
 
     def code_definitions(self, kind: str) -> Mapping[str, Any]:
         """The definitions of ``kind`` (``"tools"``, ``"resources"``, ``"templates"`` or

@@ -61,14 +61,14 @@ class ServerOptions:
     @property
     def server_info(self) -> JSON:
         info: JSON = {"name": self.name, "version": self.version}
-        for key, value in (
-            ("title", self.title),
-            ("description", self.description),
-            ("websiteUrl", self.website_url),
-            ("icons", self.icons),
-        ):
-            if value:
-                info[key] = value
+        if self.title:
+            info["title"] = self.title
+        if self.description:
+            info["description"] = self.description
+        if self.website_url:
+            info["websiteUrl"] = self.website_url
+        if self.icons:
+            info["icons"] = self.icons
         return info
 
     def offers(self, kind: str, catalog: Catalog) -> bool:
@@ -508,9 +508,14 @@ def _call_work(work: Callable[[Any], Any], ctx: RequestContext) -> Any:
     return _awaited(work(ctx), ctx)
 
 
+#: What handlers return nearly always, and no coroutine is: told apart by type alone, where
+#: ``asyncio.iscoroutine`` asks an abstract class too.
+_PLAIN_VALUES = frozenset({str, dict, list, tuple, int, float, bool, type(None)})
+
+
 def _awaited(value: Any, ctx: RequestContext) -> Any:
     """``value``, or what it comes to if it is a coroutine: an async function behind a plain
     wrapper (a decorator that did not keep it a coroutine function) returns one."""
-    if asyncio.iscoroutine(value):
+    if type(value) not in _PLAIN_VALUES and asyncio.iscoroutine(value):
         return ctx.run_async(value)
     return value

@@ -93,7 +93,8 @@ def header_value(raw: str) -> str:
             return base64.b64decode(match.group(1), validate=True).decode("utf-8")
         except (binascii.Error, UnicodeDecodeError) as exc:
             raise HeaderMismatch(f"Malformed base64 header value: {shown(value)}") from exc
-    if not _VISIBLE.fullmatch(value):
+    # What ``_VISIBLE`` matches, once the ends are trimmed: printable ASCII is \x20-\x7e.
+    if not (value.isascii() and value.isprintable()):
         raise HeaderMismatch("Header value has characters that must be base64-encoded")
     return value
 
