@@ -922,13 +922,19 @@ def test_either_view_serves_a_site_with_atomic_requests(
 
 
 def test_a_failing_handler_is_a_json_rpc_500_and_reported(
-    routed: Any, exceptions: list[Any]
+    routed: Any, exceptions: list[Any], settings: Any
 ) -> None:
+    done = mcp_call(routed, "resources/read", {"uri": "test://broken"}, path_="/extra/mcp")
+    assert done.status == 500
+    # Its message, as a tool's isError result has it, unless TOOL_ERROR_DETAILS is off.
+    assert done.json()["error"] == {"code": -32603, "message": "the disk is on fire"}
+    assert len(exceptions) == 1 and exceptions[0][1].path == "/extra/mcp"
+    settings.MCP_APP = {**settings.MCP_APP, "TOOL_ERROR_DETAILS": False}
     done = mcp_call(routed, "resources/read", {"uri": "test://broken"}, path_="/extra/mcp")
     assert done.status == 500
     assert done.json() == INTERNAL_ERROR
     assert b"disk is on fire" not in done.body
-    assert len(exceptions) == 1 and exceptions[0][1].path == "/extra/mcp"
+    assert len(exceptions) == 2
 
 
 def test_a_disallowed_host_is_refused_before_login_required_middleware_redirects(

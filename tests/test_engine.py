@@ -1264,3 +1264,52 @@ def test_task_support_is_one_of_three_words() -> None:
 
     with pytest.raises(DefinitionError, match="task must be one of"):
         tool("job", returning(1), task="sometimes")
+
+
+# ---------------------------------------------------------------- a handler that raises
+
+
+class _Quiet(Engine):
+    def error_details(self) -> bool:
+        return False
+
+
+@pytest.mark.parametrize("method", ["prompts/get", "resources/read"])
+def test_a_resource_or_prompt_handler_that_raises_is_an_internal_error_with_its_message(
+    method: str,
+) -> None:
+    def broken(*args: Any) -> Any:
+        raise RuntimeError("the disk is on fire")
+
+    catalog = Catalog(
+        1,
+        prompts=[PromptDef(name="p", handler=broken)],
+        resources=[ResourceDef(uri="memo://a", name="a", handler=broken)],
+    )
+    params = {"name": "p"} if method == "prompts/get" else {"uri": "memo://a"}
+    for engine, message in (
+        (make_engine(), "the disk is on fire"),
+        (_Quiet(ServerOptions()), "Internal error"),
+    ):
+        ctx = make_ctx()
+        with pytest.raises(RuntimeError) as raised:
+            engine.handle(method, params, ctx, catalog)
+        assert ctx.handler_error is raised.value
+        error = engine.internal_error(raised.value, ctx)
+        assert (error.code, error.message) == (-32603, message)
+    # An exception of anything but the handler says nothing of itself, details on or not.
+    other = RuntimeError("SELECT secret FROM elsewhere")
+    assert make_engine().internal_error(other, ctx).message == "Internal error"
+    assert make_engine().internal_error(other, None).message == "Internal error"
+
+
+def test_an_exception_with_no_message_is_named_by_its_type() -> None:
+    def broken(*args: Any) -> Any:
+        raise KeyError
+
+    catalog = Catalog(1, prompts=[PromptDef(name="p", handler=broken)])
+    ctx = make_ctx()
+    engine = make_engine()
+    with pytest.raises(KeyError) as raised:
+        engine.handle("prompts/get", {"name": "p"}, ctx, catalog)
+    assert engine.internal_error(raised.value, ctx).message == "KeyError"

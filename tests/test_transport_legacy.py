@@ -1063,7 +1063,7 @@ def test_malformed_message_in_a_session_is_400(session: LegacySession) -> None:
 
 
 def test_failing_resource_handler_is_an_internal_error(
-    session: LegacySession, temporary: Callable[..., None]
+    session: LegacySession, temporary: Callable[..., None], settings: Any
 ) -> None:
     def broken(context: RequestContext) -> str:
         raise RuntimeError("the disk is on fire")
@@ -1072,6 +1072,29 @@ def test_failing_resource_handler_is_an_internal_error(
     # The endpoint reports the exception as Django would; the test client would re-raise it.
     session.client = Client(raise_request_exception=False)
     response = session.request("resources/read", {"uri": "test://broken"})
+    # As a tool's isError result has it, unless TOOL_ERROR_DETAILS is off.
+    assert response.status_code == 200
+    assert response.json()["error"] == {"code": -32603, "message": "the disk is on fire"}
+    set_mcp(settings, TOOL_ERROR_DETAILS=False)
+    response = session.request("resources/read", {"uri": "test://broken"})
+    assert response.json()["error"] == {"code": -32603, "message": "Internal error"}
+
+
+def test_an_error_of_the_servers_own_while_serving_a_handler_says_only_internal_error(
+    session: LegacySession, temporary: Callable[..., None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcp_app.protocol import legacy
+
+    def fine(arguments: dict[str, Any], context: RequestContext) -> str:
+        return "fine"
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("SELECT secret FROM elsewhere")
+
+    temporary("prompt", fine, name="fine")
+    monkeypatch.setattr(legacy, "result_for", broken)
+    session.client = Client(raise_request_exception=False)
+    response = session.request("prompts/get", {"name": "fine"})
     assert response.json()["error"] == {"code": -32603, "message": "Internal error"}
 
 

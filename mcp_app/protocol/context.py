@@ -63,6 +63,9 @@ class RequestContext:
         #: The row's ``config`` for definitions stored as data; ``None`` for code.
         self.config: Any = None
         self.definition: Any = None
+        #: The exception the handler itself raised, if it did (the engine sets it): what may
+        #: be told to the client, where an error of the server's own is not.
+        self.handler_error: BaseException | None = None
         self._cancelled: threading.Event | None = None
         self._run_async = run_async
         self._last_progress: float | None = None

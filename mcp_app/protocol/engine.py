@@ -169,7 +169,8 @@ class Engine:
         return self.options.validate_output
 
     def error_details(self) -> bool:
-        """Whether the message of an exception a tool raised goes to the client."""
+        """Whether the message of an exception a handler raised goes to the client (a tool's
+        in its ``isError`` result, a resource's or prompt's in its -32603 error)."""
         return True
 
     def validator(self) -> Validator:
@@ -278,9 +279,21 @@ class Engine:
     def _run(
         self, handler: Callable[..., Any], is_async: bool, ctx: RequestContext, *args: Any
     ) -> Any:
-        if is_async:
-            return ctx.run_async(handler(*args, ctx))
-        return _awaited(handler(*args, ctx), ctx)
+        try:
+            if is_async:
+                return ctx.run_async(handler(*args, ctx))
+            return _awaited(handler(*args, ctx), ctx)
+        except Exception as exc:
+            ctx.handler_error = exc
+            raise
+
+    def internal_error(self, exc: BaseException, ctx: RequestContext | None) -> InternalError:
+        """The -32603 for a request whose serving raised ``exc``: the message of the handler's
+        own exception when ``error_details()`` allows it, as a tool's ``isError`` result has;
+        for anything else (or with it off) only ``Internal error``."""
+        if ctx is not None and exc is ctx.handler_error and self.error_details():
+            return InternalError(str(exc) or type(exc).__name__)
+        return InternalError("Internal error")
 
     def tools_call(
         self, params: Mapping[str, Any], ctx: RequestContext, catalog: Catalog

@@ -26,7 +26,6 @@ from ..protocol import tasks as task_wire
 from ..protocol.context import RequestContext, discard
 from ..protocol.engine import Engine, Outcome
 from ..protocol.jsonrpc import (
-    InternalError,
     InvalidParams,
     InvalidRequest,
     MissingClientCapability,
@@ -612,7 +611,7 @@ class Endpoint:
         except Exception as exc:  # a handler bug: report it as Django would, answer -32603
             self.report(exc, ctx)
             status = 500
-            message = jsonrpc.error_response(req.id, InternalError("Internal error"))
+            message = jsonrpc.error_response(req.id, self.engine.internal_error(exc, ctx))
         withheld = ctx.is_cancelled and not task_started
         if audited:
             rounds = 1 if "inputResponses" in req.params else 0

@@ -816,7 +816,7 @@ class LegacyEndpoint:
             message = _error(request_id, exc)
         except Exception as exc:
             self.endpoint.report(exc, ctx)
-            message = _error(request_id, InternalError("Internal error"))
+            message = _error(request_id, self.endpoint.engine.internal_error(exc, ctx))
         finally:
             ended()
             unsubscribe()
