@@ -300,10 +300,18 @@ def test_unsupported_version(client: Client) -> None:
     assert error["data"] == {"supported": [MODERN], "requested": "v999"}
 
 
-def test_foreign_origin_refused(client: Client) -> None:
+def test_foreign_origin_refused(client: Client, caplog: pytest.LogCaptureFixture) -> None:
     body, headers = modern_request("tools/list")
     headers["Origin"] = "http://evil.example.com"
-    assert post(client, body, headers).status_code == 403
+    with caplog.at_level("WARNING", logger="django.security.mcp_app"):
+        assert post(client, body, headers).status_code == 403
+    # The client reads only that it was refused; the site's log says which setting lets it in.
+    (record,) = [r for r in caplog.records if r.name == "django.security.mcp_app"]
+    assert record.levelname == "WARNING"
+    assert record.getMessage() == (
+        "Refused a request from Origin 'http://evil.example.com'; if browsers on that origin "
+        "should call the endpoint, add it to MCP_APP['ALLOWED_ORIGINS']"
+    )
 
 
 @pytest.mark.parametrize("allowed_hosts", [["testserver"], ["*"]])

@@ -44,6 +44,8 @@ if TYPE_CHECKING:
     from ..server import Server
 
 logger = logging.getLogger("mcp_app")
+#: Where Django logs a request it refuses for the site's safety (a disallowed Host).
+security_logger = logging.getLogger("django.security.mcp_app")
 JSON = dict[str, Any]
 Emit = Callable[[JSON], None]
 
@@ -330,6 +332,11 @@ class Endpoint:
     def handle(self, incoming: Incoming) -> Reply:
         """Answer one HTTP request; never raises for anything the client sent."""
         if not self.origin_allowed(incoming):
+            security_logger.warning(
+                "Refused a request from Origin %r; if browsers on that origin should call the "
+                "endpoint, add it to MCP_APP['ALLOWED_ORIGINS']",
+                jsonrpc.clip(incoming.headers.get("origin") or ""),
+            )
             return error_reply(None, InvalidRequest("Origin not allowed"), 403)
         if incoming.request is not None:
             user, refusal = admit(incoming.request, self.server.name)
