@@ -1759,6 +1759,21 @@ def test_a_cancel_that_overtakes_its_request_still_cancels_it(
     assert added["structuredContent"] == {"sum": 3}
 
 
+def test_a_cancel_that_arrives_after_its_call_ended_does_not_cancel_a_later_reuse_of_the_id(
+    session: LegacySession,
+) -> None:
+    arguments = {"numbers": [1, 2]}
+    assert session.result_of("tools/call", {"name": "add", "arguments": arguments}, 31)
+    # The client cancelled as the answer reached it: the cancel is late, not early.
+    assert session.notify("notifications/cancelled", {"requestId": 31}).status_code == 202
+    again = session.result_of("tools/call", {"name": "add", "arguments": arguments}, 31)
+    assert again["structuredContent"] == {"sum": 3}
+    # An id this process has not served stays an early cancel, as above.
+    assert session.notify("notifications/cancelled", {"requestId": 32}).status_code == 202
+    reader = session.call_streaming("add", arguments, request_id=32)
+    assert [event.message for event in reader.until_end() if event.message] == []
+
+
 def test_a_resumed_stream_does_not_keep_its_session_alive(
     session: LegacySession, temporary: Callable[..., None], settings: Any
 ) -> None:
@@ -2628,3 +2643,22 @@ def test_an_initialize_that_is_no_request_says_what_is_wrong(body: Any, problem:
     response = post_raw(Client(), body)
     assert response.status_code == 400
     assert response.json()["error"] == {"code": -32600, "message": problem}
+
+
+def test_the_cancels_and_ended_calls_remembered_are_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from mcp_app.transport import legacy as legacy_transport
+
+    monkeypatch.setattr(legacy_transport, "EARLY_CANCEL_LIMIT", 3)
+    cancels = legacy_transport.Cancels()
+    for request_id in range(5):
+        cancels.add("s", request_id)
+    assert list(cancels._seen) == [("s", "2"), ("s", "3"), ("s", "4")]
+    for request_id in range(10, 15):
+        cancels.running("s", request_id, lambda: None)()
+    assert list(cancels._ended) == [("s", "12"), ("s", "13"), ("s", "14")]
+    # A cancel of a call that ended lately is not remembered; one of a call not seen is.
+    cancels.add("s", 14)
+    cancels.add("s", 15)
+    assert ("s", "14") not in cancels._seen and ("s", "15") in cancels._seen

@@ -263,11 +263,14 @@ class Cancels:
     A cancel for a call running in this process reaches it here at once, whatever the
     delivery backend does with the copy published for other processes (Redis may not have
     confirmed the call's subscription yet, or be out of reach). One for a call not begun yet
-    is remembered for ``EARLY_CANCEL_SECONDS``.
+    is remembered for ``EARLY_CANCEL_SECONDS``; one for a call this process ended lately (the
+    client cancelled as the answer reached it) is not, so a later request that reuses the id
+    is not taken for the cancelled one.
     """
 
     _lock: threading.Lock
     _seen: dict[tuple[str, str], float]
+    _ended: dict[tuple[str, str], float]
     _running: dict[tuple[str, str], Callable[[], None]]
 
     def __init__(self) -> None:
@@ -277,6 +280,7 @@ class Cancels:
         """Start empty (also in a forked child: the parent's lock may have been held)."""
         self._lock = threading.Lock()
         self._seen = {}
+        self._ended = {}
         self._running = {}
 
     @staticmethod
@@ -285,18 +289,16 @@ class Cancels:
         return session_id, json.dumps(request_id, sort_keys=True, default=str)
 
     def add(self, session_id: str, request_id: Any) -> None:
-        """A cancel arrived: cancel the call if it runs here, else remember it."""
+        """A cancel arrived: cancel the call if it runs here, else remember it (unless the
+        call ended here lately)."""
         key = self._key(session_id, request_id)
         now = time.monotonic()
         with self._lock:
             cancel = self._running.get(key)
             if cancel is None:
-                if len(self._seen) >= EARLY_CANCEL_LIMIT:
-                    fresh = now - EARLY_CANCEL_SECONDS
-                    self._seen = {k: t for k, t in self._seen.items() if t > fresh}
-                    while len(self._seen) >= EARLY_CANCEL_LIMIT:
-                        del self._seen[next(iter(self._seen))]
-                self._seen[key] = now
+                ended = self._ended.get(key)
+                if ended is None or now - ended >= EARLY_CANCEL_SECONDS:
+                    _remember(self._seen, key, now)
         if cancel is not None:
             cancel()
 
@@ -308,6 +310,7 @@ class Cancels:
         key = self._key(session_id, request_id)
         with self._lock:
             when = self._seen.pop(key, None)
+            self._ended.pop(key, None)
             self._running[key] = cancel
         if when is not None and time.monotonic() - when < EARLY_CANCEL_SECONDS:
             cancel()
@@ -316,8 +319,22 @@ class Cancels:
             with self._lock:
                 if self._running.get(key) is cancel:
                     del self._running[key]
+                    _remember(self._ended, key, time.monotonic())
 
         return ended
+
+
+def _remember(times: dict[tuple[str, str], float], key: tuple[str, str], now: float) -> None:
+    """``times[key] = now``, the entries older than ``EARLY_CANCEL_SECONDS`` (then the oldest)
+    forgotten once there are ``EARLY_CANCEL_LIMIT``."""
+    if len(times) >= EARLY_CANCEL_LIMIT:
+        fresh = now - EARLY_CANCEL_SECONDS
+        for old in [k for k, t in times.items() if t <= fresh]:
+            del times[old]
+        while len(times) >= EARLY_CANCEL_LIMIT:
+            del times[next(iter(times))]
+    times.pop(key, None)  # to the end, in the order of its time
+    times[key] = now
 
 
 cancels = Cancels()
