@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import queue
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -410,7 +411,7 @@ def stream_text(response: Any) -> str:
     return str(result)
 
 
-def check_stream(response: Any, long_lived: bool) -> None:
+def check_stream(response: Any, long_lived: bool, withheld: bool = False) -> None:
     assert response.status_code == 200
     if long_lived:
         response.close()  # a listen or GET stream: it would go on forever
@@ -420,13 +421,46 @@ def check_stream(response: Any, long_lived: bool) -> None:
     # A priming event (an id to resume from) carries empty data.
     data = [line[5:].strip() for line in text.splitlines() if line.startswith("data:")]
     events = [json.loads(item) for item in data if item]
+    if withheld and not events:
+        return  # a request whose id the client cancelled beforehand is answered with nothing
     assert events, text
     for item in events:
         assert isinstance(item, dict) and item.get("jsonrpc") == "2.0"
     assert well_formed(events[-1]), events[-1]
 
 
-def check(response: Any, verb: str, body: str) -> None:
+#: The ``(session, request id)`` of each cancel the property sent, and when: a request
+#: with that id within ``EARLY_CANCEL_SECONDS`` is taken for the one cancelled.
+CANCELS_SENT: dict[tuple[str, str], float] = {}
+
+
+def note_cancel(body: str, headers: dict[str, str]) -> None:
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return
+    if not isinstance(message, dict) or message.get("method") != "notifications/cancelled":
+        return
+    params = message.get("params")
+    if isinstance(params, dict) and "requestId" in params and "Mcp-Session-Id" in headers:
+        key = (headers["Mcp-Session-Id"], json.dumps(params["requestId"]))
+        CANCELS_SENT[key] = time.monotonic()
+
+
+def cancelled_beforehand(body: str, headers: dict[str, str]) -> bool:
+    from mcp_app.transport.legacy import EARLY_CANCEL_SECONDS
+
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return False
+    if not isinstance(message, dict) or "id" not in message:
+        return False
+    sent = CANCELS_SENT.get((headers.get("Mcp-Session-Id", ""), json.dumps(message["id"])))
+    return sent is not None and time.monotonic() - sent < EARLY_CANCEL_SECONDS
+
+
+def check(response: Any, verb: str, body: str, withheld: bool = False) -> None:
     status = response.status_code
     assert status in STATUSES, (status, verb, body[:300])
     if response.streaming:
@@ -435,7 +469,8 @@ def check(response: Any, verb: str, body: str) -> None:
             method = json.loads(body).get("method")
         except (ValueError, AttributeError):
             method = None
-        check_stream(response, long_lived=verb == "GET" or method == "subscriptions/listen")
+        long_lived = verb == "GET" or method == "subscriptions/listen"
+        check_stream(response, long_lived, withheld)
         return
     content = response.content
     assert b"Traceback" not in content
@@ -482,13 +517,15 @@ def sessions(settings: Any) -> list[str]:
 def test_any_request_gets_a_well_formed_answer(sessions: list[str], data: Any) -> None:
     verb, body, headers = data.draw(requests(sessions))
     client = Client(raise_request_exception=False)
+    withheld = cancelled_beforehand(body, headers)
     response = client.generic(
         verb, URL, data=body.encode("utf-8"), content_type="application/json", headers=headers
     )
+    note_cancel(body, headers)
     # Seen with --hypothesis-show-statistics: which answers the generated requests reach.
     kind = "stream" if response.streaming else "json" if response.content else "empty"
     event(f"{verb} {response.status_code} {kind}")
-    check(response, verb, body)
+    check(response, verb, body, withheld)
     if verb == "DELETE" and response.status_code == 200:
         # A session the fuzzer ended is replaced, so later examples still reach one.
         index = sessions.index(headers["Mcp-Session-Id"])
