@@ -329,7 +329,7 @@ def annotations_problems(annotations: Any, kind: str) -> list[str]:
     ]
 
 
-def _check_call(what: str, handler: Callable[..., Any], *parameters: str) -> None:
+def check_call(what: str, handler: Callable[..., Any], *parameters: str) -> None:
     """Refuse now a handler that cannot be called with ``parameters`` (positional), which
     would otherwise fail each call.
 
@@ -448,7 +448,7 @@ class ToolDef:
             )
         if not callable(self.handler):
             raise DefinitionError(f"tool {self.name!r}: handler is not callable")
-        _check_call(f"tool {self.name!r}", self.handler, "arguments", "context")
+        check_call(f"tool {self.name!r}", self.handler, "arguments", "context")
         if not isinstance(self.input_schema, dict) or self.input_schema.get("type") != "object":
             raise DefinitionError(f"tool {self.name!r}: input_schema must be an object schema")
         if self.output_schema is not None and not isinstance(self.output_schema, dict):
@@ -545,7 +545,7 @@ class ResourceDef:
             )
         if not callable(self.handler):
             raise DefinitionError(f"resource {self.uri!r}: handler is not callable")
-        _check_call(f"resource {self.uri!r}", self.handler, "context")
+        check_call(f"resource {self.uri!r}", self.handler, "context")
         if self.size is not None and (
             isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < 0
         ):
@@ -594,7 +594,7 @@ class TemplateDef:
     def __post_init__(self) -> None:
         if not callable(self.handler):
             raise DefinitionError(f"resource template {self.name!r}: handler is not callable")
-        _check_call(f"resource template {self.name!r}", self.handler, "variables", "context")
+        check_call(f"resource template {self.name!r}", self.handler, "variables", "context")
         try:
             matcher = URITemplate(self.uri_template)
             # Templates the matcher cannot serve are refused now, not on the first read.
@@ -691,7 +691,7 @@ class PromptDef:
             )
         if not callable(self.handler):
             raise DefinitionError(f"prompt {self.name!r}: handler is not callable")
-        _check_call(f"prompt {self.name!r}", self.handler, "arguments", "context")
+        check_call(f"prompt {self.name!r}", self.handler, "arguments", "context")
         args = tuple(PromptArgument.coerce(a) for a in self.arguments)
         object.__setattr__(self, "arguments", args)
         seen = [a.name for a in args]

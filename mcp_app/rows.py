@@ -30,6 +30,7 @@ from .registry import (
     ResourceDef,
     TemplateDef,
     ToolDef,
+    check_call,
     permission_allows,
 )
 from .server import channel_name, servers
@@ -104,7 +105,8 @@ def row_handler(
 
     Raises:
         AlreadyRegistered: a row handler of that name exists.
-        ValueError: the name is empty or longer than 100 characters, or a kind is unknown.
+        ValueError: the name is empty or longer than 100 characters, or a kind is unknown;
+            also (a ``DefinitionError``) the function cannot take its arguments.
     """
     wanted = frozenset(kinds)
     if not name or len(name) > 100:
@@ -116,6 +118,9 @@ def row_handler(
         existing = _handlers.get(name)
         if existing is not None:
             raise AlreadyRegistered("row handler", name, existing.function, fn)
+        # Found out now, not as each row bound to it is left out of the catalog.
+        first = "arguments" if "tools" in wanted else "variables"
+        check_call(f"row handler {name!r}", fn, first, "context")
         _handlers[name] = RowHandler(name, label or name, fn, wanted, check)
         return fn
 

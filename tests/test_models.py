@@ -11,7 +11,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import IntegrityError, transaction
 
 from mcp_app import Server, rows, servers
-from mcp_app.exceptions import AlreadyRegistered
+from mcp_app.exceptions import AlreadyRegistered, DefinitionError
 from mcp_app.models import (
     CatalogGeneration,
     Prompt,
@@ -580,6 +580,22 @@ def test_row_handler_refuses_duplicates_and_bad_declarations() -> None:
         rows.row_handler("x", kinds=("prompts",))
     assert rows.get_handler("echo") is not None
     assert rows.get_handler("missing") is None
+
+
+def test_row_handler_refuses_a_function_that_cannot_take_its_arguments() -> None:
+    def lookup(arguments: Any) -> str:
+        return "x"
+
+    with pytest.raises(DefinitionError) as raised:
+        rows.row_handler("lookup-one-argument")(lookup)
+    assert str(raised.value) == (
+        "row handler 'lookup-one-argument': its handler must take (arguments, context): "
+        "too many positional arguments"
+    )
+    with pytest.raises(DefinitionError, match=r"must take \(variables, context\)"):
+        rows.row_handler("tpl-one-argument", kinds=("templates",))(lookup)
+    assert rows.get_handler("lookup-one-argument") is None
+    assert rows.get_handler("tpl-one-argument") is None
 
 
 def test_catalog_generation_str() -> None:
