@@ -1313,3 +1313,52 @@ def test_an_exception_with_no_message_is_named_by_its_type() -> None:
     with pytest.raises(KeyError) as raised:
         engine.handle("prompts/get", {"name": "p"}, ctx, catalog)
     assert engine.internal_error(raised.value, ctx).message == "KeyError"
+
+
+def test_an_error_of_the_servers_own_work_for_a_handler_is_never_told_to_the_client() -> None:
+    def broken_emit(message: Any) -> None:
+        raise RuntimeError('could not connect to server: host "db-primary.internal", user "rw"')
+
+    def progressing(*args: Any) -> Any:
+        args[-1].report_progress(1)
+        return "unreached"
+
+    def logging_handler(*args: Any) -> Any:
+        args[-1].log("error", "x")
+        return "unreached"
+
+    engine = make_engine()
+    for handler in (progressing, logging_handler):
+        catalog = Catalog(
+            1,
+            tools=[tool("t", handler)],
+            prompts=[PromptDef(name="p", handler=handler)],
+        )
+        server_side = {"emit": broken_emit, "progress_token": "k", "log_level": "debug"}
+        ctx = make_ctx(**server_side)
+        with pytest.raises(RuntimeError) as raised:
+            engine.handle("prompts/get", {"name": "p"}, ctx, catalog)
+        assert ctx.raised_by_server(raised.value)
+        assert engine.internal_error(raised.value, ctx).message == "Internal error"
+        # A tool's isError says only that it failed, details on or not.
+        result = engine.handle("tools/call", {"name": "t"}, make_ctx(**server_side), catalog)
+        assert result == {"content": [{"type": "text", "text": "Tool t failed"}], "isError": True}
+
+
+def test_a_handler_that_passes_on_a_server_error_it_caught_in_its_own_words_is_told() -> None:
+    def broken_emit(message: Any) -> None:
+        raise RuntimeError("host db-primary.internal")
+
+    def careful(*args: Any) -> Any:
+        try:
+            args[-1].report_progress(1)
+        except RuntimeError:
+            raise ValueError("progress could not be sent") from None
+        return "unreached"
+
+    catalog = Catalog(1, prompts=[PromptDef(name="p", handler=careful)])
+    ctx = make_ctx(emit=broken_emit, progress_token="k")
+    engine = make_engine()
+    with pytest.raises(ValueError) as raised:
+        engine.handle("prompts/get", {"name": "p"}, ctx, catalog)
+    assert engine.internal_error(raised.value, ctx).message == "progress could not be sent"

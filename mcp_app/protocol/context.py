@@ -66,6 +66,9 @@ class RequestContext:
         #: The exception the handler itself raised, if it did (the engine sets it): what may
         #: be told to the client, where an error of the server's own is not.
         self.handler_error: BaseException | None = None
+        #: Exceptions the server's own work raised through this context's methods (sending a
+        #: notification: its event store, its delivery backend), however a handler passes them on.
+        self._server_errors: list[BaseException] = []
         self._cancelled: threading.Event | None = None
         self._run_async = run_async
         self._last_progress: float | None = None
@@ -138,7 +141,7 @@ class RequestContext:
             params["total"] = total
         if message is not None:
             params["message"] = message
-        self.emit(jsonrpc.notification("notifications/progress", params))
+        self._send(jsonrpc.notification("notifications/progress", params))
 
     def log(self, level: str, data: Any, logger: str | None = None) -> None:
         """Send ``notifications/message`` at ``level`` if the client asked for that level.
@@ -156,7 +159,7 @@ class RequestContext:
         params: dict[str, Any] = {"level": level, "data": data}
         if logger is not None:
             params["logger"] = logger
-        self.emit(jsonrpc.notification("notifications/message", params))
+        self._send(jsonrpc.notification("notifications/message", params))
 
     def close_stream(self) -> None:
         """Let go of the client's connection now; the client resumes the stream later.
@@ -165,7 +168,24 @@ class RequestContext:
         client reconnects with ``Last-Event-ID`` to get the rest. Elsewhere it does nothing.
         """
         if self.close_hook is not None:
-            self.close_hook()
+            try:
+                self.close_hook()
+            except Exception as exc:
+                self._server_errors.append(exc)
+                raise
+
+    def _send(self, message: dict[str, Any]) -> None:
+        try:
+            self.emit(message)
+        except Exception as exc:
+            self._server_errors.append(exc)
+            raise
+
+    def raised_by_server(self, exc: BaseException) -> bool:
+        """Whether ``exc`` came from the server's own work done for the handler (sending its
+        notifications), not from the handler's code: its message may say what clients must
+        not read (a database's host and user)."""
+        return any(exc is known for known in self._server_errors)
 
     def run_async(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
         """Run an async handler to completion from the engine's (synchronous) thread."""

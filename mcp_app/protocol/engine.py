@@ -291,7 +291,12 @@ class Engine:
         """The -32603 for a request whose serving raised ``exc``: the message of the handler's
         own exception when ``error_details()`` allows it, as a tool's ``isError`` result has;
         for anything else (or with it off) only ``Internal error``."""
-        if ctx is not None and exc is ctx.handler_error and self.error_details():
+        if (
+            ctx is not None
+            and exc is ctx.handler_error
+            and not ctx.raised_by_server(exc)
+            and self.error_details()
+        ):
             return InternalError(str(exc) or type(exc).__name__)
         return InternalError("Internal error")
 
@@ -335,7 +340,7 @@ class Engine:
             raise
         except Exception as exc:
             logger.exception("tool %r failed", name)
-            return self._failed_tool(name, exc)
+            return self._failed_tool(name, exc, ctx)
         if isinstance(value, TaskWork):
             if ctx.follows_tasks and tool.task != "forbidden":
                 return value
@@ -356,18 +361,20 @@ class Engine:
             raise
         except Exception as exc:
             logger.exception("tool %r failed", tool.name)
-            return self._failed_tool(tool.name, exc)
+            return self._failed_tool(tool.name, exc, ctx)
         if isinstance(value, TaskWork):
             raise InternalError(f"Tool {tool.name} handed a task's work to another task")
         return self.tool_outcome(tool, value)
 
-    def _failed_tool(self, name: str, exc: Exception) -> JSON:
+    def _failed_tool(self, name: str, exc: Exception, ctx: RequestContext) -> JSON:
         """A tool whose code raised: its ``isError`` result, which no output schema checks.
 
         Its message may hold what the client should not read (a path, a row of another
-        user's, SQL): ``error_details()`` off sends only that the tool failed.
+        user's, SQL): ``error_details()`` off sends only that the tool failed, as does an
+        error of the server's own work for the tool (sending its progress).
         """
-        text = (str(exc) or type(exc).__name__) if self.error_details() else f"Tool {name} failed"
+        told = self.error_details() and not ctx.raised_by_server(exc)
+        text = (str(exc) or type(exc).__name__) if told else f"Tool {name} failed"
         return {"content": [{"type": "text", "text": text}], "isError": True}
 
     def tool_outcome(self, tool: ToolDef, value: Any) -> Answer:
