@@ -337,7 +337,8 @@ def check_call(what: str, handler: Callable[..., Any], *parameters: str) -> None
         DefinitionError: its signature takes fewer or more arguments, or needs keywords.
     """
     try:
-        signature = inspect.signature(handler)
+        # What is called: a decorator's wrapper may take other arguments than what it wraps.
+        signature = inspect.signature(handler, follow_wrapped=False)
     except (TypeError, ValueError):
         return  # a callable Python cannot describe (some builtins): its calls will tell
     try:

@@ -574,6 +574,17 @@ class InvalidSchema(DefinitionError, SchemaError):
     def __init__(self, what: str, error: SchemaError) -> None:
         SchemaError.__init__(self, error.reason, error.pointer)
         self.args = (f"{what}: {error}",)
+        self._made_from = (what, error.reason, error.pointer)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Made again from what made it (pickled to another process, say).
+        return _invalid_schema, (type(self), *self._made_from)
+
+
+def _invalid_schema(
+    cls: type[InvalidSchema], what: str, reason: str, pointer: str
+) -> InvalidSchema:
+    return cls(what, SchemaError(reason, pointer))
 
 
 def _count(value: Any) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import pickle
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -498,6 +499,12 @@ def test_invalid_input_schema_is_refused_at_registration(server: mcp_app.Server)
     assert str(raised.value).startswith("tool 'first_handler': input_schema: invalid schema at ")
     assert raised.value.pointer == "/properties/a/type"
     assert raised.value.reason.startswith("expected one of: ")
+    again = pickle.loads(pickle.dumps(raised.value))
+    assert (type(again), str(again), again.pointer) == (
+        type(raised.value),
+        str(raised.value),
+        raised.value.pointer,
+    )
 
 
 def test_invalid_output_schema_is_refused_at_registration(server: mcp_app.Server) -> None:
@@ -892,6 +899,20 @@ def test_handlers_of_any_callable_shape_that_takes_the_arguments_are_registered(
         return "async"
 
     server.add_tool(later)
+
+    # A decorator whose wrapper takes the call's arguments and adapts them for what it wraps.
+    def with_user(fn: Any) -> Any:
+        @functools.wraps(fn)
+        def wrapper(arguments: Any, context: Any) -> Any:
+            return fn(arguments, context, context.user)
+
+        return wrapper
+
+    @with_user
+    def personal(arguments: Any, context: Any, user: Any) -> str:
+        return "x"
+
+    server.add_tool(personal)
     # A callable Python cannot describe is left to its calls.
     server.add_resource(vars, uri="x://builtin")
-    assert server.generation == 7
+    assert server.generation == 8

@@ -327,13 +327,12 @@ class Cancels:
 def _remember(times: dict[tuple[str, str], float], key: tuple[str, str], now: float) -> None:
     """``times[key] = now``, the entries older than ``EARLY_CANCEL_SECONDS`` (then the oldest)
     forgotten once there are ``EARLY_CANCEL_LIMIT``."""
+    times.pop(key, None)  # to the end: the entries stay in the order of their times
     if len(times) >= EARLY_CANCEL_LIMIT:
+        # From the front, so a full dict of fresh entries costs one removal, not a scan.
         fresh = now - EARLY_CANCEL_SECONDS
-        for old in [k for k, t in times.items() if t <= fresh]:
-            del times[old]
-        while len(times) >= EARLY_CANCEL_LIMIT:
+        while times and (times[next(iter(times))] <= fresh or len(times) >= EARLY_CANCEL_LIMIT):
             del times[next(iter(times))]
-    times.pop(key, None)  # to the end, in the order of its time
     times[key] = now
 
 
