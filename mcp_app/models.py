@@ -333,6 +333,25 @@ class Definition(_Tracked):
             )
 
 
+#: Keywords by which an object schema admits or describes property names beyond
+#: ``properties`` (``False`` for the first two closes it instead).
+OPEN_NAMES = (
+    "additionalProperties",
+    "unevaluatedProperties",
+    "patternProperties",
+    "propertyNames",
+    "allOf",
+    "anyOf",
+    "oneOf",
+    "$ref",
+    "$dynamicRef",
+    "if",
+    "then",
+    "else",
+    "dependentSchemas",
+)
+
+
 class Tool(Definition):
     """A tool defined as a row: bound to a row handler, or restyling a tool defined in code."""
 
@@ -386,21 +405,25 @@ class Tool(Definition):
         ]
 
     def _check_template_reads(self, errors: Errors) -> None:
-        """A template argument the input schema does not declare is one clients never send
-        (a typo, most often): it would always render empty."""
-        source = self.config["template"]
-        reads = rows.template_reads(source)
+        """A template argument the input schema's properties do not name is one clients do
+        not know to send (a typo, most often): it would render empty. Judged only where the
+        properties are the schema's whole say on names: with none, or with a keyword that
+        admits or describes others (``additionalProperties``, ``allOf``), it is left alone."""
         schema = self.input_schema if isinstance(self.input_schema, dict) else {}
         properties = schema.get("properties")
-        declared = list(properties) if isinstance(properties, dict) else []
-        unknown = sorted(reads - set(declared)) if reads is not None else []
+        if not isinstance(properties, dict) or not properties:
+            return
+        if any(schema.get(keyword, False) is not False for keyword in OPEN_NAMES):
+            return
+        reads = rows.template_reads(self.config["template"])
+        unknown = sorted(reads - set(properties)) if reads is not None else []
         if unknown:
-            declares = ", ".join(declared) if declared else "none"
             _add(
                 errors,
                 "config",
-                f"The template reads {', '.join(unknown)}, which the input schema does not "
-                f"declare, so clients would not send it; it declares {declares}.",
+                f"The template reads {', '.join(unknown)}, which the input schema's properties "
+                f"do not name, so clients would not know to send it; they name "
+                f"{', '.join(properties)}.",
             )
 
     def check_definition(self, errors: Errors) -> None:

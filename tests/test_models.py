@@ -181,18 +181,40 @@ def test_a_template_tool_reading_an_argument_its_schema_does_not_declare_is_refu
     )
     assert errors_of(typo) == {
         "config": [
-            "The template reads items, nmae, which the input schema does not declare, so "
-            "clients would not send it; it declares name."
+            "The template reads items, nmae, which the input schema's properties do not name, "
+            "so clients would not know to send it; they name name."
         ]
     }
-    blank = template_tool(input_schema=None)
-    assert errors_of(blank)["config"][0].endswith("it declares none.")
     # What its own tags bind is no argument; a schema or config already refused says so alone.
     template_tool(config={"template": "{% with n=name %}{{ n }}{% endwith %}"}).full_clean()
     bad_schema = errors_of(template_tool(input_schema={"type": "string"}))
     assert "config" not in bad_schema
     bad_template = errors_of(template_tool(config={"template": "{% if %}"}))
     assert bad_template["config"] == [m for m in bad_template["config"] if "Template" in m]
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        None,
+        {"type": "object"},
+        {"type": "object", "properties": {}},
+        {"type": "object", "properties": {"x": {}}, "additionalProperties": {"type": "string"}},
+        {"type": "object", "properties": {"x": {}}, "additionalProperties": True},
+        {"type": "object", "properties": {"x": {}}, "patternProperties": {"^n": {}}},
+        {"type": "object", "properties": {"x": {}}, "allOf": [{"properties": {"name": {}}}]},
+        {"type": "object", "properties": {"x": {}}, "$ref": "#/$defs/more", "$defs": {"more": {}}},
+    ],
+)
+def test_a_schema_that_admits_or_describes_other_names_leaves_the_template_alone(
+    schema: Any,
+) -> None:
+    template_tool(input_schema=schema).full_clean()
+
+
+def test_a_schema_closed_to_other_names_is_judged_as_well() -> None:
+    closed = {"type": "object", "properties": {"x": {}}, "additionalProperties": False}
+    assert "config" in errors_of(template_tool(input_schema=closed))
 
 
 def test_empty_json_from_a_form_becomes_the_fields_empty_value() -> None:
