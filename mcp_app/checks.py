@@ -716,31 +716,39 @@ def check_endpoint_routes(app_configs: Any = None, **kwargs: Any) -> list[CheckM
     answers only with the slash: a client sent to ``/mcp`` is redirected, which a POST
     cannot follow, or, with ``DEBUG``, fails on ``APPEND_SLASH``."""
     from django.urls import get_resolver
+    from django.urls.resolvers import RoutePattern
 
     try:
         patterns = get_resolver().url_patterns
     except Exception:
         return []  # a URLconf that does not load is Django's own check's to report
     warnings: list[CheckMessage] = []
-    for prefix, server in _endpoint_routes(patterns, ""):
-        if prefix.endswith("/"):
-            route = prefix.rstrip("/").lstrip("^")
-            warnings.append(
-                Warning(
-                    f"The MCP endpoint of server {server!r} is routed at {prefix!r}, which ends "
-                    f"in a slash: a client given /{route} is redirected (a POST cannot follow "
-                    "it) or, with DEBUG on, gets an error from APPEND_SLASH.",
-                    hint=f"Route it without the slash, path({route!r}, ...urls): the endpoint "
-                    "then answers both with and without it.",
-                    id="mcp_app.W011",
-                )
+    for prefix, route, server in _endpoint_routes(patterns, "", None):
+        if not prefix.endswith("/") or route is None:
+            continue
+        where = prefix.rstrip("/").lstrip("^")
+        if isinstance(route, RoutePattern):
+            fix = f"path({str(route).rstrip('/')!r}, ...urls)"
+        else:
+            fix = f"the pattern {str(route)!r} without its last slash"
+        warnings.append(
+            Warning(
+                f"The MCP endpoint of server {server!r} is routed at {prefix!r}, which ends in "
+                f"a slash: a client given /{where} is redirected (a POST cannot follow it) or, "
+                "with DEBUG on, gets an error from APPEND_SLASH.",
+                hint=f"Route it without the slash, {fix}: the endpoint then answers both with "
+                "and without it.",
+                id="mcp_app.W011",
             )
+        )
     return warnings
 
 
-def _endpoint_routes(patterns: Sequence[Any], prefix: str) -> Iterator[tuple[str, str]]:
-    """``(route prefix, server name)`` of each endpoint view in ``patterns``, nested
-    includes followed."""
+def _endpoint_routes(
+    patterns: Sequence[Any], prefix: str, route: Any
+) -> Iterator[tuple[str, Any, str]]:
+    """``(whole route prefix, the pattern that includes it, server name)`` of each endpoint
+    view in ``patterns``, nested includes followed."""
     from django.urls import URLResolver
 
     from .server import SERVER_ATTRIBUTE
@@ -751,11 +759,11 @@ def _endpoint_routes(patterns: Sequence[Any], prefix: str) -> Iterator[tuple[str
                 inner = entry.url_patterns
             except Exception:
                 continue
-            yield from _endpoint_routes(inner, prefix + str(entry.pattern))
+            yield from _endpoint_routes(inner, prefix + str(entry.pattern), entry.pattern)
             continue
         server = getattr(getattr(entry, "callback", None), SERVER_ATTRIBUTE, None)
         if server is not None:
-            yield prefix, str(getattr(server, "name", server))
+            yield prefix, route, str(getattr(server, "name", server))
 
 
 # -- stored templates: W009 ----------------------------------------------------------------

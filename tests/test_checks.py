@@ -755,7 +755,20 @@ def test_an_endpoint_under_nested_includes_is_judged_by_its_whole_route(
     messages = route_warnings(path("api/", include(inner)), re_path(r"^x/", include([])))
     assert [m.id for m in messages] == ["mcp_app.W011"]
     assert "'api/v1/mcp/'" in messages[0].msg
-    assert "path('api/v1/mcp', ...urls)" in messages[0].hint
+    # The route to change is the one that includes it, where it is written.
+    assert "path('v1/mcp', ...urls)" in messages[0].hint
+
+
+def test_an_endpoint_under_a_regex_route_is_told_to_drop_the_slash_of_that_pattern(
+    make_server: Callable[[str], Any],
+) -> None:
+    from django.urls import re_path
+
+    server = make_server("regex")
+    messages = route_warnings(re_path(r"^mcp/", server.urls))
+    assert [m.id for m in messages] == ["mcp_app.W011"]
+    assert "a client given /mcp is redirected" in messages[0].msg
+    assert "the pattern '^mcp/' without its last slash" in messages[0].hint
 
 
 @pytest.mark.parametrize("route", ["mcp", "", "api/mcp"])
