@@ -874,7 +874,9 @@ def test_a_handler_that_cannot_take_its_arguments_is_refused_at_registration(
         server.add_resource_template(read_handler, uri_template="x://{id}", name="t")
     with pytest.raises(DefinitionError, match=r"^prompt 'p': its handler must take"):
         server.add_prompt(lambda arguments, context, extra: "x", name="p")
-    with pytest.raises(DefinitionError, match="missing a required argument: 'flag'"):
+    with pytest.raises(
+        DefinitionError, match=r"missing a required (keyword-only )?argument: 'flag'"
+    ):
         server.add_tool(lambda arguments, context, *, flag: "x", name="kw")
     assert server.generation == 0
 
