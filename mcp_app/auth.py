@@ -15,7 +15,7 @@ from django.http import Http404
 from rest_framework.authentication import TokenAuthentication
 from rest_framework.exceptions import APIException
 
-from .conf import conf
+from .conf import conf, imported
 
 
 @dataclass
@@ -93,15 +93,7 @@ def site_user(request: Any) -> Any:
 
 
 def _anonymous() -> Any:
-    return _anonymous_class()()
-
-
-@functools.cache
-def _anonymous_class() -> type:
-    # Imported on first use: the auth app's models load only once the app registry is ready.
-    from django.contrib.auth.models import AnonymousUser
-
-    return AnonymousUser
+    return imported("django.contrib.auth.models.AnonymousUser")()
 
 
 def readmitted(request: Any, server_name: str, user: Any) -> bool:

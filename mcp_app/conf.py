@@ -8,12 +8,14 @@ Each typed value is worked out once too, and then read as a plain attribute.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar, overload
 
 from django.conf import settings
 from django.core.signals import setting_changed
+from django.utils.module_loading import import_string
 
 DEFAULTS: dict[str, Any] = {
     # Origins allowed besides the request's own host; "*" allows any.
@@ -415,3 +417,9 @@ def _reload(*, setting: str, **kwargs: Any) -> None:
 
 
 setting_changed.connect(_reload, dispatch_uid="mcp_app.conf.reload")
+
+
+#: ``import_string`` whose answers are kept: for what a module cannot import as it loads (the
+#: modules import each other, or the app registry is not ready) and needs on every request,
+#: where an import statement costs about as much as the lookup it serves.
+imported: Callable[[str], Any] = functools.cache(import_string)

@@ -164,8 +164,7 @@ def reads_problem(source: str, given: Sequence[str], lack: str) -> str | None:
     not compile, which says so elsewhere)."""
     if rows.template_error(source):
         return None
-    reads = rows.template_reads(source)
-    unknown = sorted(reads - set(given)) if reads is not None else []
+    unknown = unread(source, given)
     if not unknown:
         return None
     gives = f"it gives {', '.join(given)}" if given else "it gives none"
@@ -173,6 +172,13 @@ def reads_problem(source: str, given: Sequence[str], lack: str) -> str | None:
         f"The template reads {', '.join(unknown)}, which {lack}, so it would always be empty; "
         f"{gives}."
     )
+
+
+def unread(source: str, given: Iterable[str]) -> list[str]:
+    """The variables a compiled template reads that are none of ``given``, sorted; none for a
+    template whose reads ``rows.template_reads`` cannot follow."""
+    reads = rows.template_reads(source)
+    return sorted(reads - set(given)) if reads is not None else []
 
 
 def _check_handler_config(errors: Errors, handler: str, kind: str, config: Any) -> None:
@@ -415,8 +421,7 @@ class Tool(Definition):
             return
         if any(schema.get(keyword, False) is not False for keyword in OPEN_NAMES):
             return
-        reads = rows.template_reads(self.config["template"])
-        unknown = sorted(reads - set(properties)) if reads is not None else []
+        unknown = unread(self.config["template"], properties)
         if unknown:
             _add(
                 errors,

@@ -18,7 +18,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connections, router, transaction
 from django.db.models import F, Prefetch, Q
 
-from .conf import conf
+from .conf import conf, imported
 from .exceptions import AlreadyRegistered, DefinitionError
 from .protocol.jsonrpc import InvalidParams
 from .protocol.jsonrpc import clip as jsonrpc_clip
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from django.db.backends.base.base import BaseDatabaseWrapper
     from django.template import Template
 
-    from .models import CatalogGeneration, Definition, Prompt, Resource, ResourceTemplate, Tool
+    from .models import Definition, Prompt, Resource, ResourceTemplate, Tool
 
 __all__ = [
     "RowAccess",
@@ -937,7 +937,7 @@ def generation(server_name: str) -> int:
     catalog built from uncommitted rows is never mistaken for the committed one, whether the
     transaction commits or not.
     """
-    alias = router.db_for_write(_generation_model())
+    alias = router.db_for_write(imported("mcp_app.models.CatalogGeneration"))
     connection = connections[alias]
     if connection.in_atomic_block:
         edits = _live_edits(connection, server_name)
@@ -957,15 +957,6 @@ def generation(server_name: str) -> int:
     value = _read_generation(server_name, alias)
     _known.store(server_name, value, epoch)
     return value
-
-
-@functools.cache
-def _generation_model() -> type[CatalogGeneration]:
-    # Imported on first use (``models`` imports this module), then kept: an import statement
-    # costs a call of ``generation()`` as much as the rest of what it does.
-    from .models import CatalogGeneration
-
-    return CatalogGeneration
 
 
 def _read_generation(server_name: str, alias: str) -> int:

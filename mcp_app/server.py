@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
 
-from .conf import conf
+from .conf import conf, imported
 from .exceptions import AlreadyRegistered, DefinitionError, NotRegistered
 from .protocol.engine import Engine, ServerOptions
 from .registry import (
@@ -59,15 +59,6 @@ def _bare_use(kind: str) -> TypeError:
 def _doc(fn: Callable[..., Any]) -> str | None:
     doc = (fn.__doc__ or "").strip()
     return doc or None
-
-
-@functools.cache
-def _rows_generation() -> Callable[[str], int]:
-    """``rows.generation``, imported on first use (``rows`` imports this module), then kept:
-    an import statement costs a request as much as the lookup it makes."""
-    from .rows import generation
-
-    return generation
 
 
 class Server:
@@ -193,7 +184,8 @@ class Server:
     def _row_generation(self) -> int:
         if not self.rows:
             return 0
-        return _rows_generation()(self.name)
+        generation: Callable[[str], int] = imported("mcp_app.rows.generation")  # rows imports us
+        return generation(self.name)
 
     def code_definitions(self, kind: str) -> Mapping[str, Any]:
         """The definitions of ``kind`` (``"tools"``, ``"resources"``, ``"templates"`` or

@@ -68,7 +68,7 @@ class RequestContext:
         self.handler_error: BaseException | None = None
         #: Exceptions the server's own work raised through this context's methods (sending a
         #: notification: its event store, its delivery backend), however a handler passes them on.
-        self._server_errors: list[BaseException] = []
+        self._server_errors: tuple[BaseException, ...] = ()
         self._cancelled: threading.Event | None = None
         self._run_async = run_async
         self._last_progress: float | None = None
@@ -168,17 +168,17 @@ class RequestContext:
         client reconnects with ``Last-Event-ID`` to get the rest. Elsewhere it does nothing.
         """
         if self.close_hook is not None:
-            try:
-                self.close_hook()
-            except Exception as exc:
-                self._server_errors.append(exc)
-                raise
+            self._server_work(self.close_hook)
 
     def _send(self, message: dict[str, Any]) -> None:
+        self._server_work(self.emit, message)
+
+    def _server_work(self, work: Callable[..., None], *args: Any) -> None:
+        """``work(*args)``, what it raises kept as the server's own (``raised_by_server``)."""
         try:
-            self.emit(message)
+            work(*args)
         except Exception as exc:
-            self._server_errors.append(exc)
+            self._server_errors += (exc,)
             raise
 
     def raised_by_server(self, exc: BaseException) -> bool:

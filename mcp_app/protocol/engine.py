@@ -291,14 +291,15 @@ class Engine:
         """The -32603 for a request whose serving raised ``exc``: the message of the handler's
         own exception when ``error_details()`` allows it, as a tool's ``isError`` result has;
         for anything else (or with it off) only ``Internal error``."""
-        if (
-            ctx is not None
-            and exc is ctx.handler_error
-            and not ctx.raised_by_server(exc)
-            and self.error_details()
-        ):
-            return InternalError(str(exc) or type(exc).__name__)
-        return InternalError("Internal error")
+        told = self._told(exc, ctx) if ctx is not None and exc is ctx.handler_error else None
+        return InternalError(told or "Internal error")
+
+    def _told(self, exc: BaseException, ctx: RequestContext) -> str | None:
+        """What the client may read of a handler's exception: its message, unless
+        ``error_details()`` is off or the server's own work raised it (``None`` then)."""
+        if not self.error_details() or ctx.raised_by_server(exc):
+            return None
+        return str(exc) or type(exc).__name__
 
     def tools_call(
         self, params: Mapping[str, Any], ctx: RequestContext, catalog: Catalog
@@ -373,8 +374,7 @@ class Engine:
         user's, SQL): ``error_details()`` off sends only that the tool failed, as does an
         error of the server's own work for the tool (sending its progress).
         """
-        told = self.error_details() and not ctx.raised_by_server(exc)
-        text = (str(exc) or type(exc).__name__) if told else f"Tool {name} failed"
+        text = self._told(exc, ctx) or f"Tool {name} failed"
         return {"content": [{"type": "text", "text": text}], "isError": True}
 
     def tool_outcome(self, tool: ToolDef, value: Any) -> Answer:
