@@ -59,6 +59,9 @@ _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 def storable(text: str) -> str:
     """``text`` with U+FFFD for every NUL and lone surrogate."""
+    # ASCII text holds no surrogate, and is checked for NUL without the regex.
+    if text.isascii() and "\x00" not in text:
+        return text
     return _UNSTORABLE.sub("\ufffd", text)
 
 

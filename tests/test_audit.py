@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
@@ -9,9 +10,10 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from io import StringIO
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.contrib import admin
@@ -20,6 +22,7 @@ from django.contrib.auth.models import Group
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import DatabaseError, connection, connections, router
+from django.db.backends.signals import connection_created
 from django.test import Client, override_settings
 from django.test.utils import CaptureQueriesContext
 from django.urls import path
@@ -549,6 +552,132 @@ def test_the_writer_tries_a_failed_batch_again_on_its_next_tick(
     assert [row.name for row in rows()] == ["tool-0", "tool-1"]
 
 
+def test_the_writer_keeps_its_connection_while_rows_keep_coming_and_not_once_idle(
+    deferred: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deferred(seconds=0.2, batch=5)
+    opened: list[str] = []
+
+    def count(sender: Any, connection: Any, **kwargs: Any) -> None:
+        opened.append(threading.current_thread().name)
+
+    insert = audit._insert
+    first = [True]
+
+    def arriving_meanwhile(items: list[Any], alias: str) -> None:
+        if first:
+            first.clear()
+            for number in range(3):
+                audit._enqueue(audit._columns(entry(f"late-{number}")))
+        insert(items, alias)
+
+    connection_created.connect(count)
+    monkeypatch.setattr(audit, "_insert", arriving_meanwhile)
+    try:
+        for number in range(5):
+            audit.record(entry(f"tool-{number}"))
+        wait_until(lambda: ToolCall.objects.count() == 8)
+        # Three rows came during the first write: the second one used the same connection.
+        assert opened.count("mcp-audit") == 1
+        time.sleep(0.1)
+        for number in range(5, 10):
+            audit.record(entry(f"tool-{number}"))
+        wait_until(lambda: ToolCall.objects.count() == 13)
+    finally:
+        connection_created.disconnect(count)
+    # Nothing was waiting after the second write: its connection was closed, and the next
+    # write opened another.
+    assert opened.count("mcp-audit") == 2
+
+
+def test_the_writer_lets_go_of_its_connection_once_another_thread_wrote_the_rows(
+    deferred: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deferred(seconds=0.3, batch=3)
+    closed: list[str] = []
+    close_all = connections.close_all
+
+    def closing() -> None:
+        closed.append(threading.current_thread().name)
+        close_all()
+
+    insert = audit._insert
+    first = [True]
+
+    def arriving_meanwhile(items: list[Any], alias: str) -> None:
+        if first:
+            first.clear()
+            audit._enqueue(audit._columns(entry("late")))
+        insert(items, alias)
+
+    monkeypatch.setattr(connections, "close_all", closing)
+    monkeypatch.setattr(audit, "_insert", arriving_meanwhile)
+    for number in range(3):
+        audit.record(entry(f"tool-{number}"))
+    wait_until(lambda: ToolCall.objects.count() == 3)
+    # The late row is due soon: the writer kept its connection for it.
+    assert "mcp-audit" not in closed
+    assert audit.flush()
+    assert ToolCall.objects.count() == 4
+    wait_until(lambda: "mcp-audit" in closed)
+
+
+def test_the_writer_connects_afresh_after_a_failed_write(
+    deferred: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    deferred(seconds=0.05, batch=2)
+    monkeypatch.setattr(audit, "MIN_RETRY_SECONDS", 0.1)
+    opened: list[str] = []
+
+    def count(sender: Any, connection: Any, **kwargs: Any) -> None:
+        opened.append(threading.current_thread().name)
+
+    insert = audit._insert
+    down = [True]
+
+    def failing_once(items: list[Any], alias: str) -> None:
+        if down:
+            # Rows keep coming, so only the failure closes the connection.
+            for number in range(2, 4):
+                audit._enqueue(audit._columns(entry(f"tool-{number}")))
+            raise DatabaseError("the server went away")
+        insert(items, alias)
+
+    def one_failing_once(row: Any, alias: str) -> None:
+        down.clear()
+        raise DatabaseError("the server went away")
+
+    connection_created.connect(count)
+    monkeypatch.setattr(audit, "_insert", failing_once)
+    monkeypatch.setattr(audit, "_write_one", one_failing_once)
+    try:
+        with caplog.at_level(logging.ERROR, logger="mcp_app"):
+            audit.record(entry("tool-0"))
+            audit.record(entry("tool-1"))
+            wait_until(lambda: ToolCall.objects.count() == 4)
+    finally:
+        connection_created.disconnect(count)
+    assert opened.count("mcp-audit") == 2
+    assert sorted(row.name for row in rows()) == [f"tool-{number}" for number in range(4)]
+
+
+def test_a_writer_thread_that_ended_is_started_again_by_the_next_row(
+    deferred: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deferred(seconds=0.05)
+    # A queue of its own: the process's has a writer thread already.
+    monkeypatch.setattr(audit, "_queue", audit._Queue())
+    write_when_due = audit._write_when_due
+    monkeypatch.setattr(audit, "_write_when_due", lambda queue: None)
+    audit.record(entry("tool-0"))
+    wait_until(lambda: audit._current().thread is None)
+    assert audit.pending() == 1
+    monkeypatch.setattr(audit, "_write_when_due", write_when_due)
+    audit.record(entry("tool-1"))
+    wait_until(lambda: audit.pending() == 0)
+    assert [row.name for row in rows()] == ["tool-0", "tool-1"]
+
+
 def test_a_row_that_cannot_be_written_is_dropped_alone(
     deferred: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -563,6 +692,50 @@ def test_a_row_that_cannot_be_written_is_dropped_alone(
         assert audit.flush()
     assert [row.name for row in ToolCall.objects.order_by("id")] == ["tool-0", "tool-1"]
     assert "Could not write an audit record, dropped: tools/call broken by anonymous" in caplog.text
+
+
+TIMES = [
+    datetime(2026, 12, 3, 10, 20, 23, 123456, tzinfo=UTC),
+    datetime(2026, 12, 3, 10, 20, 23, tzinfo=UTC),
+    datetime(2026, 3, 29, 1, 30, 0, 1, tzinfo=UTC),  # within the hour Europe skips
+    datetime(1, 1, 1, tzinfo=UTC),
+    datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+]
+
+
+def test_a_time_in_utc_is_prepared_as_its_field_prepares_it_without_its_calls() -> None:
+    field = ToolCall._meta.get_field("created")
+    prepare = audit._datetime_preparer(field, connection)
+    # SQLite takes the time's text, PostgreSQL the time itself.
+    assert isinstance(prepare, functools.partial)
+    assert prepare.func is (
+        audit._utc_as_is if connection.vendor == "postgresql" else audit._utc_as_text
+    )
+    for when in TIMES:
+        assert prepare(when) == field.get_db_prep_save(when, connection)
+    # Anything else is the field's to prepare.
+    paris = datetime(2026, 7, 1, 12, 0, 0, 5, tzinfo=ZoneInfo("Europe/Paris"))
+    assert prepare(paris) == field.get_db_prep_save(paris, connection)
+
+
+@override_settings(USE_TZ=False)
+def test_without_time_zones_times_are_prepared_by_their_field() -> None:
+    field = ToolCall._meta.get_field("created")
+    prepare = audit._datetime_preparer(field, connection)
+    assert isinstance(prepare, functools.partial) and prepare.func is audit._datetime
+    naive = datetime(2026, 12, 3, 10, 20, 23, 5)
+    assert prepare(naive) == field.get_db_prep_save(naive, connection)
+
+
+def test_a_connection_whose_adaptation_is_neither_gets_the_fields_way(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    field = ToolCall._meta.get_field("created")
+    # As a backend that hands its driver an object of its own (Oracle's).
+    monkeypatch.setattr(connection.ops, "adapt_datetimefield_value", lambda value: [value])
+    prepare = audit._datetime_preparer(field, connection)
+    assert isinstance(prepare, functools.partial) and prepare.func is audit._datetime
+    assert prepare(TIMES[0]) == [TIMES[0]]
 
 
 @pytest.mark.filterwarnings("ignore:DateTimeField ToolCall.created received a naive datetime")

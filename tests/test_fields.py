@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from mcp_app.fields import WRAPPED
+from mcp_app.fields import WRAPPED, storable
 from mcp_app.models import DeliveryMessage, StreamEvent, Tool
 
 pytestmark = pytest.mark.django_db
@@ -124,3 +124,19 @@ def test_a_schema_of_none_is_sql_null() -> None:
     tool = Tool.objects.create(name="nothing", handler="echo", input_schema=None)
     assert Tool.objects.filter(pk=tool.pk, input_schema__isnull=True).exists()
     assert Tool.objects.get(pk=tool.pk).input_schema is None
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("plain ascii", "plain ascii"),
+        ("", ""),
+        ("a\x00b", "a\ufffdb"),
+        ("\x00", "\ufffd"),
+        ("é and \U0001f600", "é and \U0001f600"),
+        ("é\x00", "é\ufffd"),
+        ("lone \ud800 and \udfff", "lone \ufffd and \ufffd"),
+    ],
+)
+def test_storable_replaces_nul_and_lone_surrogates_only(text: str, kept: str) -> None:
+    assert storable(text) == kept

@@ -17,6 +17,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from ..conf import conf
+from ..transport.connections import drop_if_broken
 from .base import Backend, Sink, SinkTable, Unsubscribe
 
 if TYPE_CHECKING:
@@ -39,17 +40,6 @@ MAX_IN_CHANNELS = 500
 
 def _alias() -> str:
     return conf.DATABASE_ALIAS
-
-
-def _drop_if_broken(alias: str) -> None:
-    """Close a kept connection that no longer works (the server restarted, say).
-
-    Inserts are not retried, so a kept connection is checked before it is used, whatever
-    ``CONN_HEALTH_CHECKS`` says.
-    """
-    wrapper = connections[alias]
-    if wrapper.connection is not None and not wrapper.is_usable():
-        wrapper.close()
 
 
 def _model() -> type[DeliveryMessage]:
@@ -159,7 +149,7 @@ class DatabaseBackend(SinkTable, Backend):
                 job = self._jobs.get()
                 # One thread of the process keeps its connection whatever CONN_MAX_AGE says
                 # (with 0 it reconnected for every burst), checked before each burst.
-                _drop_if_broken(alias)
+                drop_if_broken(alias)
                 while job is not None:
                     self._write(alias, job)
                     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import django.db
 from django.db import connections
 
-__all__ = ["close_old_connections"]
+__all__ = ["close_old_connections", "drop_if_broken"]
 
 
 def close_old_connections() -> None:
@@ -24,3 +24,12 @@ def close_old_connections() -> None:
         connection = getattr(local, alias, None)
         if connection is not None:
             connection.close_if_unusable_or_obsolete()
+
+
+def drop_if_broken(alias: str) -> None:
+    """Close this thread's connection to ``alias`` if it is open and no longer works (the
+    server restarted, say): for a thread that keeps its connection between uses, whatever
+    ``CONN_MAX_AGE`` and ``CONN_HEALTH_CHECKS`` say, and checks it before each use."""
+    wrapper = connections[alias]
+    if wrapper.connection is not None and not wrapper.is_usable():
+        wrapper.close()
