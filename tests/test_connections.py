@@ -11,7 +11,7 @@ import django.db
 import pytest
 from django.db import connections
 
-from mcp_app.transport.connections import close_old_connections
+from mcp_app.transport.connections import close_old_connections, drop_if_broken
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -123,3 +123,20 @@ def test_a_django_without_its_per_thread_store_is_served_by_its_own_function(
     monkeypatch.delattr(connections, "_connections")
     close_old_connections()
     assert calls == [1]
+
+
+def test_drop_if_broken_closes_only_an_open_connection_that_no_longer_works(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def check(usable: bool) -> tuple[bool, bool]:
+        wrapper = connections["default"]
+        drop_if_broken("default")
+        never_opened = wrapper.connection is None
+        wrapper.ensure_connection()
+        monkeypatch.setattr(wrapper, "is_usable", lambda: usable)
+        drop_if_broken("default")
+        return never_opened, wrapper.connection is not None
+
+    # Nothing is opened to be checked; a working connection is kept, a broken one closed.
+    assert in_thread(lambda: check(usable=True)) == (True, True)
+    assert in_thread(lambda: check(usable=False)) == (True, False)
