@@ -552,39 +552,48 @@ def test_the_writer_tries_a_failed_batch_again_on_its_next_tick(
     assert [row.name for row in rows()] == ["tool-0", "tool-1"]
 
 
-def test_the_writer_keeps_its_connection_while_rows_keep_coming_and_not_once_idle(
-    deferred: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    deferred(seconds=0.2, batch=5)
-    opened: list[str] = []
+@pytest.fixture
+def opened() -> Iterator[list[str]]:
+    """The names of the threads that open a database connection while the test runs."""
+    names: list[str] = []
 
     def count(sender: Any, connection: Any, **kwargs: Any) -> None:
-        opened.append(threading.current_thread().name)
+        names.append(threading.current_thread().name)
 
+    connection_created.connect(count)
+    yield names
+    connection_created.disconnect(count)
+
+
+def arriving_during_first_insert(monkeypatch: pytest.MonkeyPatch, *names: str) -> None:
+    """Rows named ``names`` are queued while the first insert of the test runs."""
     insert = audit._insert
     first = [True]
 
-    def arriving_meanwhile(items: list[Any], alias: str) -> None:
+    def arriving(items: list[Any], alias: str) -> None:
         if first:
             first.clear()
-            for number in range(3):
-                audit._enqueue(audit._columns(entry(f"late-{number}")))
+            for name in names:
+                audit._enqueue(audit._columns(entry(name)))
         insert(items, alias)
 
-    connection_created.connect(count)
-    monkeypatch.setattr(audit, "_insert", arriving_meanwhile)
-    try:
-        for number in range(5):
-            audit.record(entry(f"tool-{number}"))
-        wait_until(lambda: ToolCall.objects.count() == 8)
-        # Three rows came during the first write: the second one used the same connection.
-        assert opened.count("mcp-audit") == 1
-        time.sleep(0.1)
-        for number in range(5, 10):
-            audit.record(entry(f"tool-{number}"))
-        wait_until(lambda: ToolCall.objects.count() == 13)
-    finally:
-        connection_created.disconnect(count)
+    monkeypatch.setattr(audit, "_insert", arriving)
+
+
+def test_the_writer_keeps_its_connection_while_rows_keep_coming_and_not_once_idle(
+    deferred: Any, monkeypatch: pytest.MonkeyPatch, opened: list[str]
+) -> None:
+    deferred(seconds=0.2, batch=5)
+    arriving_during_first_insert(monkeypatch, "late-0", "late-1", "late-2")
+    for number in range(5):
+        audit.record(entry(f"tool-{number}"))
+    wait_until(lambda: ToolCall.objects.count() == 8)
+    # Three rows came during the first write: the second one used the same connection.
+    assert opened.count("mcp-audit") == 1
+    time.sleep(0.1)
+    for number in range(5, 10):
+        audit.record(entry(f"tool-{number}"))
+    wait_until(lambda: ToolCall.objects.count() == 13)
     # Nothing was waiting after the second write: its connection was closed, and the next
     # write opened another.
     assert opened.count("mcp-audit") == 2
@@ -601,17 +610,8 @@ def test_the_writer_lets_go_of_its_connection_once_another_thread_wrote_the_rows
         closed.append(threading.current_thread().name)
         close_all()
 
-    insert = audit._insert
-    first = [True]
-
-    def arriving_meanwhile(items: list[Any], alias: str) -> None:
-        if first:
-            first.clear()
-            audit._enqueue(audit._columns(entry("late")))
-        insert(items, alias)
-
     monkeypatch.setattr(connections, "close_all", closing)
-    monkeypatch.setattr(audit, "_insert", arriving_meanwhile)
+    arriving_during_first_insert(monkeypatch, "late")
     for number in range(3):
         audit.record(entry(f"tool-{number}"))
     wait_until(lambda: ToolCall.objects.count() == 3)
@@ -623,15 +623,13 @@ def test_the_writer_lets_go_of_its_connection_once_another_thread_wrote_the_rows
 
 
 def test_the_writer_connects_afresh_after_a_failed_write(
-    deferred: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    deferred: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    opened: list[str],
 ) -> None:
     deferred(seconds=0.05, batch=2)
     monkeypatch.setattr(audit, "MIN_RETRY_SECONDS", 0.1)
-    opened: list[str] = []
-
-    def count(sender: Any, connection: Any, **kwargs: Any) -> None:
-        opened.append(threading.current_thread().name)
-
     insert = audit._insert
     down = [True]
 
@@ -647,16 +645,12 @@ def test_the_writer_connects_afresh_after_a_failed_write(
         down.clear()
         raise DatabaseError("the server went away")
 
-    connection_created.connect(count)
     monkeypatch.setattr(audit, "_insert", failing_once)
     monkeypatch.setattr(audit, "_write_one", one_failing_once)
-    try:
-        with caplog.at_level(logging.ERROR, logger="mcp_app"):
-            audit.record(entry("tool-0"))
-            audit.record(entry("tool-1"))
-            wait_until(lambda: ToolCall.objects.count() == 4)
-    finally:
-        connection_created.disconnect(count)
+    with caplog.at_level(logging.ERROR, logger="mcp_app"):
+        audit.record(entry("tool-0"))
+        audit.record(entry("tool-1"))
+        wait_until(lambda: ToolCall.objects.count() == 4)
     assert opened.count("mcp-audit") == 2
     assert sorted(row.name for row in rows()) == [f"tool-{number}" for number in range(4)]
 
