@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import DataError, IntegrityError, connections, router, transaction
 from django.utils import timezone
 
-from .conf import conf
+from .conf import conf, django_setting
 from .fields import storable
 from .state import caller_id
 from .transport.connections import drop_if_broken
@@ -147,8 +147,9 @@ def _columns(entry: Record) -> Columns:
         storable(entry.error[:ERROR_MAX_CHARS]) if entry.error else "",
         max(0, int(entry.rounds)),
         _kept_arguments(entry.arguments) if conf.AUDIT_ARGUMENTS else None,
-        # The time of the call, however late the row is written.
-        timezone.now(),
+        # The time of the call, however late the row is written (timezone.now(), without
+        # the settings proxy's cost).
+        datetime.now(UTC if django_setting("USE_TZ") else None),
     )
 
 

@@ -256,7 +256,7 @@ class Settings:
         # Django's own request handler reads it, on every request).
         value = self._atomic
         if value is None:
-            database = settings.DATABASES.get(self.DATABASE_ALIAS) or {}
+            database = django_setting("DATABASES").get(self.DATABASE_ALIAS) or {}
             return bool(database.get("ATOMIC_REQUESTS", False))
         return value
 
@@ -423,3 +423,19 @@ setting_changed.connect(_reload, dispatch_uid="mcp_app.conf.reload")
 #: modules import each other, or the app registry is not ready) and needs on every request,
 #: where an import statement costs about as much as the lookup it serves.
 imported: Callable[[str], Any] = functools.cache(import_string)
+
+
+#: What ``django.conf.settings`` keeps of the settings read so far. ``settings.NAME`` goes
+#: through its proxy's ``__getattribute__``, which also asks the value for an attribute it
+#: lacks (an exception raised and caught inside): about ten times a dict lookup's cost. The
+#: proxy clears this dict in place whenever the settings it wraps change (``override_settings``)
+#: and drops a name set anew, so a value found here is the current one.
+_read_settings: dict[str, Any] = vars(settings)
+
+
+def django_setting(name: str) -> Any:
+    """``getattr(django.conf.settings, name)``, without the proxy's cost once it has been read."""
+    try:
+        return _read_settings[name]
+    except KeyError:
+        return getattr(settings, name)

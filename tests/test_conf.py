@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import django.conf
 import pytest
 from django.test import override_settings
 
-from mcp_app.conf import DEFAULTS, conf
+from mcp_app.conf import DEFAULTS, conf, django_setting
 
 
 @override_settings(MCP_APP={})
@@ -212,3 +215,24 @@ def test_the_dict_is_read_once_until_django_announces_a_change() -> None:
         with override_settings(MCP_APP={"KEEPALIVE_SECONDS": 5}):
             assert conf.KEEPALIVE_SECONDS == 5.0
         assert conf.KEEPALIVE_SECONDS == 4.0
+
+
+def test_django_setting_reads_what_django_conf_settings_reads_now(settings: Any) -> None:
+    assert django_setting("ALLOWED_HOSTS") is django.conf.settings.ALLOWED_HOSTS
+    with override_settings(ALLOWED_HOSTS=["one.example"], DEBUG=True):
+        assert django_setting("ALLOWED_HOSTS") == ["one.example"]
+        assert django_setting("DEBUG") is True
+    assert django_setting("DEBUG") is django.conf.settings.DEBUG
+    # Set and removed on the proxy (pytest-django's fixture), and changed in place.
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 123
+    assert django_setting("DATA_UPLOAD_MAX_MEMORY_SIZE") == 123
+    del settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    with pytest.raises(AttributeError):
+        django_setting("DATA_UPLOAD_MAX_MEMORY_SIZE")
+    django.conf.settings.ALLOWED_HOSTS.append("two.example")
+    try:
+        assert "two.example" in django_setting("ALLOWED_HOSTS")
+    finally:
+        django.conf.settings.ALLOWED_HOSTS.remove("two.example")
+    with pytest.raises(AttributeError):
+        django_setting("NO_SUCH_SETTING")

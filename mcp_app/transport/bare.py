@@ -22,7 +22,7 @@ from django.utils.log import log_response
 from django.utils.module_loading import import_string
 from django.utils.translation import trans_real
 
-from ..conf import Derived
+from ..conf import Derived, django_setting
 from ..protocol import jsonrpc
 from ..server import SERVER_ATTRIBUTE
 from .connections import close_old_connections
@@ -49,7 +49,7 @@ def endpoint(path_info: str) -> tuple[Server, ResolverMatch] | None:
     match; else ``None``. ``path_info`` is the path without the script prefix."""
     try:
         # Keyed by the resolver, which clear_url_caches() replaces.
-        return _resolve(get_resolver(settings.ROOT_URLCONF), path_info)
+        return _resolve(get_resolver(django_setting("ROOT_URLCONF")), path_info)
     except Exception:
         # A URLconf that does not load is for Django's handler to report.
         return None

@@ -18,7 +18,7 @@ from django.db import transaction
 from .. import audit, tasks
 from .. import state as request_state
 from ..auth import admit, readmitted
-from ..conf import conf
+from ..conf import conf, django_setting
 from ..events import StreamLog
 from ..input import InputRequired, checked_answers, expected
 from ..protocol import jsonrpc, modern, versions
@@ -241,9 +241,7 @@ def over_limits(message: Any, body: bytes | str) -> ProtocolError | None:
 
 
 def _any_host() -> bool:
-    from django.conf import settings
-
-    return "*" in settings.ALLOWED_HOSTS
+    return "*" in django_setting("ALLOWED_HOSTS")
 
 
 def _host_name(host: str) -> str:

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from asgiref.sync import SyncToAsync, async_to_sync, sync_to_async
-from django.conf import settings
 from django.core.exceptions import DisallowedHost, RequestDataTooBig, SuspiciousOperation
 from django.core.handlers.asgi import ASGIRequest
 from django.core.signals import got_request_exception
@@ -32,7 +31,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from .. import shutdown
 from ..auth import site_user
-from ..conf import conf
+from ..conf import conf, django_setting
 from ..delivery import backend
 from ..protocol import jsonrpc
 from . import sse
@@ -87,7 +86,7 @@ class Stream(Protocol):
 
 def body_limit() -> int:
     """The most body bytes a request may carry: ``MAX_BODY_BYTES`` or Django's limit if lower."""
-    limit, django_limit = conf.MAX_BODY_BYTES, settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    limit, django_limit = conf.MAX_BODY_BYTES, django_setting("DATA_UPLOAD_MAX_MEMORY_SIZE")
     return limit if django_limit is None else min(limit, django_limit)
 
 
@@ -225,7 +224,7 @@ def request_host(request: HttpRequest) -> str:
     global _allowed_hosts
     meta = request.META
     raw = meta.get("HTTP_HOST")
-    hosts = settings.ALLOWED_HOSTS
+    hosts = django_setting("ALLOWED_HOSTS")
     if (
         raw is None
         or "HTTP_X_FORWARDED_HOST" in meta
@@ -234,7 +233,7 @@ def request_host(request: HttpRequest) -> str:
         or type(request).get_host is not HttpRequest.get_host
     ):
         return request.get_host()
-    key = (*hosts, settings.DEBUG)
+    key = (*hosts, django_setting("DEBUG"))
     known = _allowed_hosts
     if known[0] != key:
         known = _allowed_hosts = (key, set())
