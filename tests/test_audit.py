@@ -655,6 +655,36 @@ def test_the_writer_connects_afresh_after_a_failed_write(
     assert sorted(row.name for row in rows()) == [f"tool-{number}" for number in range(4)]
 
 
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="needs server connections to kill")
+def test_a_kept_connection_the_server_killed_is_replaced_before_the_next_write(
+    deferred: Any, monkeypatch: pytest.MonkeyPatch, opened: list[str]
+) -> None:
+    deferred(seconds=0.5, batch=3)
+    arriving_during_first_insert(monkeypatch, "late")
+    one_by_one: list[Any] = []
+    write_one = audit._write_one
+
+    def counted(row: Any, alias: str) -> None:
+        one_by_one.append(row)
+        write_one(row, alias)
+
+    monkeypatch.setattr(audit, "_write_one", counted)
+    for number in range(3):
+        audit.record(entry(f"tool-{number}"))
+    wait_until(lambda: ToolCall.objects.count() == 3)
+    # The writer keeps its connection for the late row; a database restart would break it.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        assert cursor.fetchall()
+    wait_until(lambda: ToolCall.objects.count() == 4)
+    assert opened.count("mcp-audit") == 2
+    # Found broken before the write: the batch's insert did not fail over to rows one by one.
+    assert one_by_one == []
+
+
 def test_a_writer_thread_that_ended_is_started_again_by_the_next_row(
     deferred: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
