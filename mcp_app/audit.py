@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import DataError, IntegrityError, connections, router, transaction
 from django.utils import timezone
 
-from .conf import conf, django_setting
+from .conf import conf, django_setting, imported
 from .fields import storable
 from .state import caller_id
 from .transport.connections import drop_if_broken
@@ -318,9 +318,8 @@ def _due(queue: _Queue, wait_idle: bool) -> int | None:
     with queue.lock:
         while True:
             now = time.monotonic()
-            if queue.rows:
-                full = len(queue.rows) >= conf.AUDIT_BATCH_SIZE
-                due = now if full else queue.rows[0][1] + conf.AUDIT_FLUSH_SECONDS
+            due = _head_due(queue, now)
+            if due is not None:
                 due = max(due, queue.retry_at)
                 if due <= now:
                     return queue.seq
@@ -334,18 +333,24 @@ def _due(queue: _Queue, wait_idle: bool) -> int | None:
 def _due_soon(queue: _Queue) -> bool:
     """Whether rows are waiting to be written within ``KEEP_CONNECTION_SECONDS``."""
     with queue.lock:
-        if not queue.rows:
-            return False
-        if len(queue.rows) >= conf.AUDIT_BATCH_SIZE:
-            return True
-        due = queue.rows[0][1] + conf.AUDIT_FLUSH_SECONDS
-    return due - time.monotonic() <= KEEP_CONNECTION_SECONDS
+        now = time.monotonic()
+        due = _head_due(queue, now)
+    return due is not None and due - now <= KEEP_CONNECTION_SECONDS
+
+
+def _head_due(queue: _Queue, now: float) -> float | None:
+    """When the queued rows are due (the lock held): ``now`` for a full batch, else the
+    oldest row's time plus ``AUDIT_FLUSH_SECONDS``; ``None`` with none queued."""
+    if not queue.rows:
+        return None
+    if len(queue.rows) >= conf.AUDIT_BATCH_SIZE:
+        return now
+    return queue.rows[0][1] + conf.AUDIT_FLUSH_SECONDS
 
 
 def _alias() -> str:
-    from .models import ToolCall
-
-    return router.db_for_write(ToolCall)
+    # write() runs it for every call when rows are not deferred: the model is imported once.
+    return str(router.db_for_write(imported("mcp_app.models.ToolCall")))
 
 
 def _retry_seconds() -> float:
