@@ -706,6 +706,7 @@ def test_a_row_that_cannot_be_written_is_dropped_alone(
     deferred: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     deferred()
+    before = timezone.now()
     audit.record(entry("tool-0"))
     # No row record() builds breaks a constraint: one made by hand does.
     broken = dict(zip(audit.COLUMNS, audit._columns(entry("broken")), strict=True))
@@ -714,8 +715,11 @@ def test_a_row_that_cannot_be_written_is_dropped_alone(
     audit.record(entry("tool-1"))
     with caplog.at_level(logging.ERROR, logger="mcp_app"):
         assert audit.flush()
-    assert [row.name for row in ToolCall.objects.order_by("id")] == ["tool-0", "tool-1"]
+    written = list(ToolCall.objects.order_by("id"))
+    assert [row.name for row in written] == ["tool-0", "tool-1"]
     assert "Could not write an audit record, dropped: tools/call broken by anonymous" in caplog.text
+    # Written one by one, as model instances: their times are the calls' times all the same.
+    assert before <= written[0].created <= written[1].created <= timezone.now()
 
 
 TIMES = [
@@ -725,6 +729,28 @@ TIMES = [
     datetime(1, 1, 1, tzinfo=UTC),
     datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
 ]
+
+
+def nanoseconds(when: datetime) -> int:
+    """``when`` as ``time.time_ns()`` would give it, 999 ns past its microsecond."""
+    return (when - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1) * 1000 + 999
+
+
+@pytest.mark.parametrize("when", TIMES)
+def test_a_queued_time_in_nanoseconds_is_the_microsecond_below(when: datetime) -> None:
+    assert audit._as_datetime(nanoseconds(when)) == when
+    assert audit._as_datetime(nanoseconds(when) - 999) == when
+    assert audit._as_datetime(when) is when
+
+
+def test_a_queued_row_holds_the_time_of_its_call_in_nanoseconds() -> None:
+    assert audit._as_datetime(nanoseconds(TIMES[0]) + 1) == TIMES[0] + timedelta(microseconds=1)
+    before = time.time_ns()
+    queued = dict(zip(audit.COLUMNS, audit._columns(entry("now")), strict=True))
+    assert before <= queued["created"] <= time.time_ns()
+    with override_settings(USE_TZ=False):
+        queued = dict(zip(audit.COLUMNS, audit._columns(entry("now")), strict=True))
+    assert isinstance(queued["created"], datetime) and queued["created"].tzinfo is None
 
 
 def test_a_time_in_utc_is_prepared_as_its_field_prepares_it_without_its_calls() -> None:
@@ -737,6 +763,7 @@ def test_a_time_in_utc_is_prepared_as_its_field_prepares_it_without_its_calls() 
     )
     for when in TIMES:
         assert prepare(when) == field.get_db_prep_save(when, connection)
+        assert prepare(nanoseconds(when)) == field.get_db_prep_save(when, connection)
     # Anything else is the field's to prepare.
     paris = datetime(2026, 7, 1, 12, 0, 0, 5, tzinfo=ZoneInfo("Europe/Paris"))
     assert prepare(paris) == field.get_db_prep_save(paris, connection)
@@ -760,6 +787,7 @@ def test_a_connection_whose_adaptation_is_neither_gets_the_fields_way(
     prepare = audit._datetime_preparer(field, connection)
     assert isinstance(prepare, functools.partial) and prepare.func is audit._datetime
     assert prepare(TIMES[0]) == [TIMES[0]]
+    assert prepare(nanoseconds(TIMES[0])) == [TIMES[0]]
 
 
 @pytest.mark.filterwarnings("ignore:DateTimeField ToolCall.created received a naive datetime")
