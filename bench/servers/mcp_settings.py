@@ -32,6 +32,9 @@ DATABASES = {
         # Django's default (0: a new connection per request) unless BENCH_CONN_MAX_AGE says
         # otherwise ("none" keeps connections open), to weigh connecting against querying.
         "CONN_MAX_AGE": _conn_max_age(os.environ.get("BENCH_CONN_MAX_AGE", "0")),
+        # SQLite's own journal unless BENCH_SQLITE_INIT says otherwise (for example
+        # "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"), to weigh what commits cost.
+        "OPTIONS": {"init_command": os.environ.get("BENCH_SQLITE_INIT", "")},
     }
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
