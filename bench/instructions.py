@@ -11,7 +11,8 @@ The cases are the HTTP benchmark's applications called in-process with its ``too
 ``add`` and its headers, each answer checked: under WSGI the floor (a bare Django view), this
 project's Django view and its WSGI route (also without the audit trail), and django-mcpz (from the virtualenv
 ``bench.run`` makes, ``.tools/bench-venv``); under ASGI, on uvloop,
-this project's ASGI route, the official SDK and the raw ASGI app. No HTTP server takes part,
+this project's ASGI route, the official SDK, FastMCP (from the same virtualenv as django-mcpz)
+and the raw ASGI app. No HTTP server takes part,
 and instructions are not time: the kernel's work (thread hand-overs, sockets) is not counted,
 nor how fast each instruction runs. So these ratios explain ``bench.run``'s; they are not
 its targets.
@@ -82,6 +83,14 @@ CASES = (
         asgi=True,
     ),
     Case("sdk", "official SDK (Starlette)", "bench.servers.sdk_app:app", asgi=True, lifespan=True),
+    Case(
+        "fastmcp",
+        "FastMCP (on the official SDK)",
+        "bench.servers.fastmcp_app:app",
+        in_bench_venv=True,
+        asgi=True,
+        lifespan=True,
+    ),
     Case("raw", "ceiling: raw ASGI app", "bench.servers.raw_asgi:app", asgi=True, lifespan=True),
 )
 #: Each ratio: a case over another, as ``bench.run`` divides their requests per second (the

@@ -45,6 +45,7 @@ LUA = ROOT / "bench" / "call.lua"
 BENCH_VENV = ROOT / ".tools" / "bench-venv"
 PROFILE_OUT = ROOT / ".tools" / "bench-profile.txt"
 MCPZ_VERSION = "1.2.0"
+FASTMCP_VERSION = "4.1.6"
 SERVER_CORE = 0
 LOAD_CORE = 1
 HOST = "127.0.0.1"  # the only address this harness ever sends to
@@ -122,7 +123,7 @@ class Target:
 
     key: str
     label: str
-    family: str  # floor | mcp_app | mcpz | sdk | raw
+    family: str  # floor | mcp_app | mcpz | sdk | fastmcp | raw
     server: str  # gunicorn | uvicorn
     python: Path
     app: str
@@ -241,9 +242,11 @@ def ensure_wrk() -> str:
 
 
 def bench_venv_requirements(profile: bool) -> list[str]:
-    """django-mcpz apart from the project's venv, with the same Django and servers."""
+    """The peers apart from the project's venv (django-mcpz, FastMCP), with the same Django
+    and servers."""
     requirements = [
         f"django-mcpz=={MCPZ_VERSION}",
+        f"fastmcp=={FASTMCP_VERSION}",
         f"Django=={metadata.version('django')}",
         f"gunicorn=={metadata.version('gunicorn')}",
         f"uvicorn[standard]=={metadata.version('uvicorn')}",
@@ -292,7 +295,7 @@ def migrate(db: Path) -> None:
 # -- the servers ----------------------------------------------------------------------------
 
 
-def targets(mcpz_python: Path, db: Path, variants: Sequence[Sequence[str]] = ()) -> list[Target]:
+def targets(peer_python: Path, db: Path, variants: Sequence[Sequence[str]] = ()) -> list[Target]:
     main = Path(sys.executable)
     wsgi, asgi = "bench.servers.wsgi:application", "bench.servers.asgi:application"
 
@@ -322,7 +325,7 @@ def targets(mcpz_python: Path, db: Path, variants: Sequence[Sequence[str]] = ())
     found = [
         *django("floor", "floor_settings", main, "floor: bare Django view"),
         *django("mcp_app", "mcp_settings", main, "django-mcp-app"),
-        *django("mcpz", "mcpz_settings", mcpz_python, f"django-mcpz {MCPZ_VERSION}"),
+        *django("mcpz", "mcpz_settings", peer_python, f"django-mcpz {MCPZ_VERSION}"),
         Target(
             "sdk/uvicorn",
             f"official SDK mcp {metadata.version('mcp')} · uvicorn",
@@ -331,6 +334,15 @@ def targets(mcpz_python: Path, db: Path, variants: Sequence[Sequence[str]] = ())
             main,
             "bench.servers.sdk_app:app",
             lifespan="on",  # its session manager's task group starts in the lifespan
+        ),
+        Target(
+            "fastmcp/uvicorn",
+            f"FastMCP {FASTMCP_VERSION} · uvicorn",
+            "fastmcp",
+            "uvicorn",
+            peer_python,
+            "bench.servers.fastmcp_app:app",
+            lifespan="on",  # as the official SDK's, which it serves through
         ),
         Target(
             "raw/uvicorn",
@@ -1020,6 +1032,10 @@ def ratios(by_key: dict[str, Target], others: Others) -> list[Ratio]:
               rps("mcp_app/gunicorn", "mcpz/gunicorn")),
         Ratio("ASGI ÷ django-mcpz", "req/s, mcp_app/uvicorn ÷ mcpz/uvicorn",
               rps("mcp_app/uvicorn", "mcpz/uvicorn")),
+        Ratio("ASGI ÷ FastMCP", "req/s, mcp_app/asgi ÷ fastmcp/uvicorn",
+              rps("mcp_app/asgi", "fastmcp/uvicorn")),
+        Ratio("Django view path ÷ FastMCP, uvicorn", "req/s, mcp_app/uvicorn ÷ fastmcp/uvicorn",
+              rps("mcp_app/uvicorn", "fastmcp/uvicorn")),
         Ratio("ASGI ÷ raw ASGI ceiling", "req/s, mcp_app/asgi ÷ raw/uvicorn",
               rps("mcp_app/asgi", "raw/uvicorn")),
         Ratio("official SDK ÷ raw ASGI ceiling", "req/s, sdk/uvicorn ÷ raw/uvicorn",
@@ -1034,6 +1050,10 @@ def ratios(by_key: dict[str, Target], others: Others) -> list[Ratio]:
               p99("mcp_app/uvicorn", "sdk/uvicorn"), 1.0, AT_MOST),
         Ratio("p99 ÷ official SDK, ASGI route", "p99, mcp_app/asgi ÷ sdk/uvicorn",
               p99("mcp_app/asgi", "sdk/uvicorn"), 1.0, AT_MOST),
+        Ratio("p99 ÷ FastMCP, uvicorn", "p99, mcp_app/uvicorn ÷ fastmcp/uvicorn",
+              p99("mcp_app/uvicorn", "fastmcp/uvicorn"), 1.0, AT_MOST),
+        Ratio("p99 ÷ FastMCP, ASGI route", "p99, mcp_app/asgi ÷ fastmcp/uvicorn",
+              p99("mcp_app/asgi", "fastmcp/uvicorn"), 1.0, AT_MOST),
         Ratio("p99 ÷ django-mcpz, uvicorn", "p99, mcp_app/uvicorn ÷ mcpz/uvicorn",
               p99("mcp_app/uvicorn", "mcpz/uvicorn"), 1.0, AT_MOST),
         Ratio("p99 ÷ django-mcpz, gunicorn", "p99, mcp_app/gunicorn ÷ mcpz/gunicorn",
@@ -1118,6 +1138,7 @@ def machine() -> dict[str, str]:
         "django": metadata.version("django"),
         "mcp": metadata.version("mcp"),
         "django-mcpz": MCPZ_VERSION,
+        "fastmcp": FASTMCP_VERSION,
         "gunicorn": metadata.version("gunicorn"),
         "uvicorn": metadata.version("uvicorn"),
         "wrk": subprocess.run(
@@ -1315,12 +1336,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Keep this process off the server's core too: it only waits and parses.
         os.sched_setaffinity(0, {LOAD_CORE})
         args.wrk = ensure_wrk()
-        mcpz_python = ensure_bench_venv(profile=args.profile > 0)
+        peer_python = ensure_bench_venv(profile=args.profile > 0)
         with tempfile.TemporaryDirectory(prefix="bench-") as tmp_name:
             tmp = Path(tmp_name)
             db = tmp / "mcp.sqlite3"
             migrate(db)
-            all_targets = targets(mcpz_python, db, args.variant or ())
+            all_targets = targets(peer_python, db, args.variant or ())
             if args.only:
                 # The ratios need every target; --only is for trying a server out.
                 all_targets = [t for t in all_targets if t.key in set(args.only)]
