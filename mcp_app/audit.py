@@ -36,8 +36,9 @@ logger = logging.getLogger("mcp_app")
 ARGUMENTS_MAX_BYTES = 64 * 1024
 #: Longest error text kept.
 ERROR_MAX_CHARS = 4000
-#: Rows deleted per statement by ``clean``, so no single delete holds locks for long.
-CLEAN_BATCH = 5000
+#: Rows deleted per statement by ``clean``, so no single delete holds locks for long: also
+#: under the 999 variables a query may bind on SQLite before 3.32, which Django still supports.
+CLEAN_BATCH = 500
 #: Shortest wait before a failed write is tried again, so ``AUDIT_FLUSH_SECONDS = 0`` (rows
 #: left over from before the setting changed) does not retry in a busy loop.
 MIN_RETRY_SECONDS = 1.0
@@ -126,8 +127,9 @@ COLUMNS = (
     "created",
 )
 #: A queued row: its values in ``COLUMNS`` order. A plain tuple of plain values, which the
-#: garbage collector stops tracking, so rows waiting in the queue do not make its full
-#: passes longer or more frequent.
+#: garbage collector stops tracking (unless it holds the call's arguments, with
+#: ``AUDIT_ARGUMENTS`` on), so rows waiting in the queue do not make its full passes longer or
+#: more frequent.
 Columns = tuple[Any, ...]
 
 

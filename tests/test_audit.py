@@ -406,6 +406,33 @@ def test_clean_deletes_in_batches(monkeypatch: Any) -> None:
     assert ToolCall.objects.count() == 2
 
 
+def test_clean_binds_at_most_999_values_a_statement() -> None:
+    # SQLite before 3.32, which Django still supports, refuses a statement binding more.
+    old = timezone.now() - timedelta(days=40)
+    ToolCall.objects.bulk_create(
+        ToolCall(
+            server="audited",
+            method="tools/call",
+            name="add",
+            era="modern",
+            duration_ms=1.0,
+            outcome="complete",
+            created=old,
+        )
+        for _ in range(1200)
+    )
+    bound: list[int] = []
+
+    def counting(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        bound.append(len(params or ()))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(counting):
+        assert audit.clean() == 1200
+    assert ToolCall.objects.count() == 0
+    assert 0 < max(bound) <= 999
+
+
 # -- the writer: rows queued in the request's thread, written in batches ----------------------
 
 
