@@ -197,7 +197,7 @@ async def _serve(
         await _send_response(answer.response, send)
     else:
         assert answer.reply is not None
-        # Other 4xx and 5xx answers were logged in the request's thread (_BareHooks.end).
+        # Other 4xx and 5xx answers were logged in the request's thread (BareHooks.end).
         await _send_reply(answer.reply, send, request if answer.from_call else None)
 
 

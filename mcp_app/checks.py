@@ -5,8 +5,12 @@
 # authentication, permission or throttle class that cannot be used, E007 a VALIDATOR,
 # SESSION_STORE or DELIVERY_BACKEND that cannot be used, E008 a malformed RESOURCE_METADATA,
 # E009 a number that is not positive (or too large to add to a date), E010 a switch that is
-# not a bool, E011 malformed REQUIRED_SCOPES, E012 a DATABASE_ALIAS that is not a database
-# (or a SESSION_CACHE that is not a cache), E013 ROW_TEMPLATE_LIBRARIES not a list of names.
+# not a bool, E011 malformed REQUIRED_SCOPES (or none for a permission class that needs them),
+# E012 a DATABASE_ALIAS that is not a database (or a SESSION_CACHE that is not a cache), E013
+# ROW_TEMPLATE_LIBRARIES not a list of names, E014 REDIS_URL or REDIS_CHANNEL_PREFIX not text.
+#
+# Settings warning (every manage.py command): W010 the database delivery backend's
+# DELIVERY_RETENTION_SECONDS no longer than a poll and the reorder window.
 #
 # Deployment warnings (check --deploy): W001 the key signing requestState is missing or
 # insecure, W002 no allowed origins with DEBUG off, W003 "*" among the allowed origins, W004 an

@@ -289,7 +289,8 @@ def _refuse(
 
 
 def _metered_template(template: Any) -> Any:
-    """``template``, its rendering counted against ``ROW_TEMPLATE_MAX_CHARS``."""
+    """``template``, its rendering counted against ``ROW_TEMPLATE_MAX_CHARS`` and timed against
+    ``ROW_TEMPLATE_MAX_SECONDS``."""
     from django.template.base import Node
 
     for node in template.nodelist.get_nodes_by_type(Node):
@@ -608,7 +609,7 @@ def _check_lorem(node: Any, count: Any) -> Any:
 def compile_template(source: str) -> Template:
     """Compile a row's Django template (cached by its source).
 
-    Its rendering is held to ``ROW_TEMPLATE_MAX_CHARS``.
+    Its rendering is held to ``ROW_TEMPLATE_MAX_CHARS`` and ``ROW_TEMPLATE_MAX_SECONDS``.
 
     Raises:
         TemplateSyntaxError: the template does not compile, or loads a library that
@@ -628,7 +629,7 @@ def render_template(source: str, values: Mapping[str, Any]) -> str:
     Raises:
         TemplateSyntaxError: the template does not compile.
         TemplateTooLarge: the output, a filter's result or the loops' rounds would pass
-            ``ROW_TEMPLATE_MAX_CHARS``.
+            ``ROW_TEMPLATE_MAX_CHARS``, or the rendering ``ROW_TEMPLATE_MAX_SECONDS``.
     """
     from django.template import Context
 
@@ -919,8 +920,9 @@ def forget_generations(server: str | None = None) -> None:
 
 def snapshot_may_lag(connection: Any) -> bool:
     """Whether a transaction on ``connection`` may read an older state than one committed
-    since it began: SQLite (in WAL mode), and isolation levels above READ COMMITTED (MySQL's
-    default). PostgreSQL's default, READ COMMITTED, reads the latest commit on every query."""
+    since it began. Every backend but PostgreSQL is taken to (SQLite in WAL mode does; MySQL's
+    default level is above READ COMMITTED), and PostgreSQL at any level but READ COMMITTED, its
+    default, which reads the latest commit on every query."""
     if connection.vendor != "postgresql":
         return True
     level = (connection.settings_dict.get("OPTIONS") or {}).get("isolation_level")

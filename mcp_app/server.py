@@ -152,8 +152,9 @@ class Server:
         """The current snapshot; built once per generation and shared by requests.
 
         The generation combines this process's code changes with the committed edits of
-        definitions stored as rows (one indexed query), so every worker sees an edit on
-        its next request.
+        definitions stored as rows (one indexed query when this process does not know it):
+        a worker sees an edit on its next request once the delivery backend tells it, and
+        within ``RECHECK_SECONDS`` otherwise.
         """
         stamp = (self._generation, self._row_generation())
         catalog = self._catalog

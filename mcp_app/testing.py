@@ -1628,7 +1628,8 @@ class MCPClient(_ClientBase):
         """Read a resource.
 
         Raises:
-            MCPClientError: a JSON-RPC error (-32602 for an unknown URI), or failed input.
+            MCPClientError: a JSON-RPC error (for an unknown URI, -32602 on 2026-07-28 and
+                -32002 in the initialize era), or failed input.
         """
         return self._drive(self._request_op("resources/read", {"uri": uri}, meta))
 
@@ -1704,7 +1705,8 @@ class MCPClient(_ClientBase):
     def close(self) -> None:
         """Close the streams still open, and end the initialize-era session (DELETE).
 
-        Requests after that are refused: ``MCPClientError`` kind ``"protocol"``, status 404.
+        Requests of the ended session after that are refused: ``MCPClientError`` kind
+        ``"protocol"``, status 404. (A 2026-07-28 client has no session to end.)
 
         Raises:
             MCPClientError: the server refused the DELETE (but not with 404 or 405).

@@ -9,8 +9,8 @@ In the site's ``wsgi.py``::
     application = mcp_app.wsgi.route(get_wsgi_application())
 
 A request whose path resolves, through the site's ``ROOT_URLCONF``, to an endpoint of
-``Server.urls`` is served here, in the server's thread, without Django's handler or
-``MIDDLEWARE``. Every other request goes to the wrapped application unchanged.
+``Server.urls`` is served here, from the server's thread (a call runs in a worker thread, as
+under the sync view), without Django's handler or ``MIDDLEWARE``. Every other request goes to the wrapped application unchanged.
 
 What such a request gets and does not get is what ``mcp_app.asgi.route`` gives: the
 ``ALLOWED_HOSTS`` check, the body limits, stale database connections let go of before and
@@ -96,7 +96,7 @@ def _serve(
         return _send_response(answer, start_response, request)
     if isinstance(answer, Reply):
         return _send_reply(answer, start_response, request)
-    # A stream may go on for long: the request's connections are let go of before it.
+    # A stream may go on for long: the request's stale connections are let go of before it.
     close_old_connections()
     return _started(_Sent(answer, request), start_response, "200 OK", _SSE_HEADERS)
 

@@ -74,7 +74,8 @@ class Stream(Protocol):
     def closed(self) -> None:
         """The stream ended (in a thread that may wait on the backend)."""
 
-    #: Whether ``renew()`` does anything: only then is it called, in a pool thread.
+    #: Whether ``renew()`` does anything: only then is it called, in a pool thread (under WSGI,
+    #: in the request's own).
     renews: bool
     #: Set by a delivery that makes the next renewal due at once.
     stale: bool
