@@ -25,7 +25,7 @@ from django.utils import timezone
 from .conf import conf, django_setting, imported
 from .fields import storable
 from .state import caller_id
-from .transport.connections import drop_if_broken
+from .transport.connections import KEYS_PER_DELETE, drop_if_broken
 
 if TYPE_CHECKING:
     from .models import ToolCall
@@ -36,9 +36,8 @@ logger = logging.getLogger("mcp_app")
 ARGUMENTS_MAX_BYTES = 64 * 1024
 #: Longest error text kept.
 ERROR_MAX_CHARS = 4000
-#: Rows deleted per statement by ``clean``, so no single delete holds locks for long: also
-#: under the 999 variables a query may bind on SQLite before 3.32, which Django still supports.
-CLEAN_BATCH = 500
+#: Rows deleted per statement by ``clean``, so no single delete holds locks for long.
+CLEAN_BATCH = KEYS_PER_DELETE
 #: Shortest wait before a failed write is tried again, so ``AUDIT_FLUSH_SECONDS = 0`` (rows
 #: left over from before the setting changed) does not retry in a busy loop.
 MIN_RETRY_SECONDS = 1.0

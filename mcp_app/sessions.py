@@ -17,6 +17,7 @@ from django.utils import timezone
 from .conf import conf
 from .protocol.modern import visible_ascii
 from .recent import Recent
+from .transport.connections import KEYS_PER_DELETE
 
 JSON = dict[str, Any]
 
@@ -103,9 +104,8 @@ def _subscribed(subscriptions: list[str], uri: str, on: bool) -> list[str]:
     return [*kept, uri] if on else kept
 
 
-#: Most expired sessions deleted by one query of ``clean()``: under the 999 variables a query
-#: may bind on SQLite before 3.32, which Django still supports.
-CLEAN_BATCH = 500
+#: Most expired sessions deleted by one query of ``clean()``.
+CLEAN_BATCH = KEYS_PER_DELETE
 
 #: Where a change to a session (an update, its end) is announced to the other processes.
 CHANNEL = "mcp:sessions"

@@ -10,7 +10,8 @@ In the site's ``wsgi.py``::
 
 A request whose path resolves, through the site's ``ROOT_URLCONF``, to an endpoint of
 ``Server.urls`` is served here, from the server's thread (a call runs in a worker thread, as
-under the sync view), without Django's handler or ``MIDDLEWARE``. Every other request goes to the wrapped application unchanged.
+under the sync view), without Django's handler or ``MIDDLEWARE``. Every other request goes to
+the wrapped application unchanged.
 
 What such a request gets and does not get is what ``mcp_app.asgi.route`` gives: the
 ``ALLOWED_HOSTS`` check, the body limits, stale database connections let go of before and

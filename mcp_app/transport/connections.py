@@ -1,11 +1,16 @@
-"""Letting go of a thread's stale database connections, as Django does around each request."""
+"""Letting go of a thread's stale database connections, as Django does around each request,
+and what one statement may bind."""
 
 from __future__ import annotations
 
 import django.db
 from django.db import connections
 
-__all__ = ["close_old_connections", "drop_if_broken"]
+__all__ = ["KEYS_PER_DELETE", "close_old_connections", "drop_if_broken"]
+
+#: Most rows a clean-up deletes by key in one statement: under the 999 values a statement may
+#: bind on SQLite before 3.32, which Django still supports.
+KEYS_PER_DELETE = 500
 
 
 def close_old_connections() -> None:
