@@ -365,13 +365,23 @@ class PromptArgumentInline(admin.TabularInline):  # type: ignore[type-arg]
 
 
 class MessageFormSet(forms.BaseInlineFormSet):  # type: ignore[type-arg]
-    """A prompt's messages, whose templates may read only the arguments of the prompt as the
-    arguments' formset (``arguments``, set by ``PromptAdmin``) holds them."""
+    """A prompt's messages, at least one, whose templates may read only the arguments of the
+    prompt as the arguments' formset (``arguments``, set by ``PromptAdmin``) holds them."""
 
     arguments: Any = None
 
     def clean(self) -> None:
         super().clean()
+        # A blank extra form has empty cleaned_data; one with errors is still a message meant.
+        if not any(
+            getattr(form, "cleaned_data", None) and not form.cleaned_data.get("DELETE")
+            for form in self.forms
+        ):
+            # prompts/get answers with the messages: none would give the client nothing.
+            raise ValidationError(
+                "A prompt needs at least one message: its text, or a resource URI to embed.",
+                code="no_messages",
+            )
         arguments = self.arguments
         if arguments is None or not arguments.is_valid():
             return  # the arguments' own errors come first

@@ -99,6 +99,10 @@ def inline(prefix: str, forms: list[dict[str, Any]], initial: int = 0) -> dict[s
     return data
 
 
+#: A message that reads no argument.
+HELLO = {"order": "0", "role": "user", "text": "Hello", "resource_uri": ""}
+
+
 def prompt_data(
     arguments: list[dict[str, Any]] | None = None,
     messages: list[dict[str, Any]] | None = None,
@@ -136,6 +140,14 @@ def form_errors(response: Any) -> dict[str, list[str]]:
     assert response.status_code == 200, response.status_code
     errors = response.context["adminform"].form.errors
     return {field: list(messages) for field, messages in errors.items()}
+
+
+def non_form_errors(response: Any, prefix: str) -> list[str]:
+    assert response.status_code == 200, response.status_code
+    for formset in response.context["inline_admin_formsets"]:
+        if formset.formset.prefix == prefix:
+            return list(formset.formset.non_form_errors())
+    raise AssertionError(f"no inline {prefix}")
 
 
 def inline_errors(response: Any, prefix: str) -> list[dict[str, list[str]]]:
@@ -491,6 +503,57 @@ def test_a_message_reading_no_argument_of_the_prompt_is_a_form_error(
     assert "it gives none" in inline_errors(response, "messages")[0]["text"][0]
 
 
+def test_a_prompt_with_no_message_is_a_form_error(admin_client: Client) -> None:
+    response = admin_client.post(url("prompt"), prompt_data(messages=[]))
+    assert non_form_errors(response, "messages") == [
+        "A prompt needs at least one message: its text, or a resource URI to embed."
+    ]
+    assert not Prompt.objects.exists() and not PromptArgument.objects.exists()
+    # Nor may an edit delete the last one; a blank extra form is no message either.
+    admin_client.post(url("prompt"), prompt_data())
+    prompt = Prompt.objects.get()
+    message = prompt.messages.get()
+    data = prompt_data(
+        messages=[
+            {
+                "id": str(message.pk),
+                "prompt": str(prompt.pk),
+                "order": "0",
+                "role": "user",
+                "text": message.text,
+                "resource_uri": "",
+                "DELETE": "on",
+            },
+            {"order": "0", "role": "user", "text": "", "resource_uri": ""},
+        ]
+    )
+    data["messages-INITIAL_FORMS"] = "1"
+    data.update({f"arguments-{k}": v for k, v in _kept_argument(prompt).items()})
+    data["arguments-INITIAL_FORMS"] = "1"
+    response = admin_client.post(url("prompt", "change", prompt.pk), data)
+    assert non_form_errors(response, "messages"), inline_errors(response, "messages")
+    assert list(prompt.messages.values_list("pk", flat=True)) == [message.pk]
+    # Deleting one message while another is kept saves.
+    data["messages-1-text"] = "Still here"
+    response = admin_client.post(url("prompt", "change", prompt.pk), data)
+    assert response.status_code == 302, inline_errors(response, "messages")
+    assert list(prompt.messages.values_list("text", flat=True)) == ["Still here"]
+
+
+def _kept_argument(prompt: Prompt) -> dict[str, str]:
+    """The inline fields of ``prompt``'s one argument, unchanged, as the change form posts them."""
+    argument = prompt.arguments.get()
+    return {
+        "0-id": str(argument.pk),
+        "0-prompt": str(prompt.pk),
+        "0-order": str(argument.order),
+        "0-name": argument.name,
+        "0-title": argument.title,
+        "0-description": argument.description,
+        "0-required": "on" if argument.required else "",
+    }
+
+
 def test_arguments_may_swap_names_or_take_a_deleted_ones(admin_client: Client) -> None:
     prompt = Prompt.objects.create(name="brief")
     a = PromptArgument.objects.create(prompt=prompt, name="a", order=0)
@@ -501,7 +564,7 @@ def test_arguments_may_swap_names_or_take_a_deleted_ones(admin_client: Client) -
         fields = {"description": "", "title": "", "required": "", "prompt": str(prompt.pk)}
         return {"id": str(row.pk), "order": str(row.order), "name": name, **fields, **extra}
 
-    data = prompt_data(messages=[])
+    data = prompt_data(messages=[HELLO])
     data.update(
         inline(
             "arguments",
@@ -532,7 +595,7 @@ def test_a_new_argument_may_not_take_a_kept_ones_name(admin_client: Client) -> N
     prompt = Prompt.objects.create(name="brief")
     kept = PromptArgument.objects.create(prompt=prompt, name="a", order=0)
     fields = {"description": "", "title": "", "required": "", "prompt": str(prompt.pk)}
-    data = prompt_data(messages=[])
+    data = prompt_data(messages=[HELLO])
     data.update(
         inline(
             "arguments",
