@@ -372,7 +372,7 @@ class MessageFormSet(forms.BaseInlineFormSet):  # type: ignore[type-arg]
 
     def clean(self) -> None:
         super().clean()
-        # A blank extra form has empty cleaned_data; one with errors is still a message meant.
+        # A blank extra form has empty cleaned_data; one with errors counts (they are shown).
         if not any(
             getattr(form, "cleaned_data", None) and not form.cleaned_data.get("DELETE")
             for form in self.forms
