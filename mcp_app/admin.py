@@ -369,11 +369,13 @@ class MessageFormSet(forms.BaseInlineFormSet):  # type: ignore[type-arg]
     prompt as the arguments' formset (``arguments``, set by ``PromptAdmin``) holds them."""
 
     arguments: Any = None
+    #: Whether a message is required: not of one who may not add messages (``PromptAdmin``).
+    needs_one = True
 
     def clean(self) -> None:
         super().clean()
         # A blank extra form has empty cleaned_data; one with errors counts (they are shown).
-        if not any(
+        if self.needs_one and not any(
             getattr(form, "cleaned_data", None) and not form.cleaned_data.get("DELETE")
             for form in self.forms
         ):
@@ -428,9 +430,10 @@ class PromptAdmin(DefinitionAdmin):
     def _create_formsets(self, request: HttpRequest, obj: Any, change: bool) -> Any:
         formsets, inlines = super()._create_formsets(request, obj, change)  # type: ignore[misc]
         by_model = {formset.model: formset for formset in formsets}
-        messages = by_model.get(PromptMessage)
-        if isinstance(messages, MessageFormSet):
-            messages.arguments = by_model.get(PromptArgument)
+        for formset, inline in zip(formsets, inlines, strict=True):
+            if isinstance(formset, MessageFormSet):
+                formset.arguments = by_model.get(PromptArgument)
+                formset.needs_one = inline.has_add_permission(request, obj)
         return formsets, inlines
 
     def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:

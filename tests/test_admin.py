@@ -99,6 +99,7 @@ def inline(prefix: str, forms: list[dict[str, Any]], initial: int = 0) -> dict[s
     return data
 
 
+NO_MESSAGE = "A prompt needs at least one message: its text, or a resource URI to embed."
 #: A message that reads no argument.
 HELLO = {"order": "0", "role": "user", "text": "Hello", "resource_uri": ""}
 
@@ -505,9 +506,7 @@ def test_a_message_reading_no_argument_of_the_prompt_is_a_form_error(
 
 def test_a_prompt_with_no_message_is_a_form_error(admin_client: Client) -> None:
     response = admin_client.post(url("prompt"), prompt_data(messages=[]))
-    assert non_form_errors(response, "messages") == [
-        "A prompt needs at least one message: its text, or a resource URI to embed."
-    ]
+    assert non_form_errors(response, "messages") == [NO_MESSAGE]
     assert not Prompt.objects.exists() and not PromptArgument.objects.exists()
     # Nor may an edit delete the last one; a blank extra form is no message either.
     admin_client.post(url("prompt"), prompt_data())
@@ -531,13 +530,39 @@ def test_a_prompt_with_no_message_is_a_form_error(admin_client: Client) -> None:
     data.update({f"arguments-{k}": v for k, v in _kept_argument(prompt).items()})
     data["arguments-INITIAL_FORMS"] = "1"
     response = admin_client.post(url("prompt", "change", prompt.pk), data)
-    assert non_form_errors(response, "messages"), inline_errors(response, "messages")
+    assert non_form_errors(response, "messages") == [NO_MESSAGE]
     assert list(prompt.messages.values_list("pk", flat=True)) == [message.pk]
+    # A new message with errors of its own is one meant: its errors are what it shows.
+    data["messages-1-text"] = "{{ x|nosuchfilter }}"
+    response = admin_client.post(url("prompt", "change", prompt.pk), data)
+    assert non_form_errors(response, "messages") == []
+    # (The formset's errors leave out the form marked for deletion.)
+    assert "Template syntax error" in inline_errors(response, "messages")[0]["text"][0]
     # Deleting one message while another is kept saves.
     data["messages-1-text"] = "Still here"
     response = admin_client.post(url("prompt", "change", prompt.pk), data)
     assert response.status_code == 302, inline_errors(response, "messages")
     assert list(prompt.messages.values_list("text", flat=True)) == ["Still here"]
+
+
+def test_who_may_not_add_messages_may_save_a_prompt_without_one(db: None) -> None:
+    from django.contrib.auth import get_user_model
+
+    editor = get_user_model().objects.create_user("editor", "e@example.com", None, is_staff=True)
+    # Messages shown, read-only: the inline is there, and no message can be added.
+    codenames = ["add_prompt", "change_prompt", "add_promptargument", "view_promptmessage"]
+    editor.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
+    client = Client()
+    client.force_login(editor)
+    response = client.post(url("prompt"), prompt_data(messages=[]))
+    assert response.status_code == 302
+    assert Prompt.objects.get().name == "brief"
+    # Given the permission, the same form is refused.
+    editor.user_permissions.add(Permission.objects.get(codename="add_promptmessage"))
+    editor = get_user_model().objects.get(pk=editor.pk)  # its permissions cached afresh
+    client.force_login(editor)
+    response = client.post(url("prompt"), prompt_data(messages=[], name="other"))
+    assert non_form_errors(response, "messages") == [NO_MESSAGE]
 
 
 def _kept_argument(prompt: Prompt) -> dict[str, str]:
