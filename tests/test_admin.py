@@ -143,20 +143,20 @@ def form_errors(response: Any) -> dict[str, list[str]]:
     return {field: list(messages) for field, messages in errors.items()}
 
 
-def non_form_errors(response: Any, prefix: str) -> list[str]:
+def _inline_formset(response: Any, prefix: str) -> Any:
     assert response.status_code == 200, response.status_code
     for formset in response.context["inline_admin_formsets"]:
         if formset.formset.prefix == prefix:
-            return list(formset.formset.non_form_errors())
+            return formset.formset
     raise AssertionError(f"no inline {prefix}")
+
+
+def non_form_errors(response: Any, prefix: str) -> list[str]:
+    return list(_inline_formset(response, prefix).non_form_errors())
 
 
 def inline_errors(response: Any, prefix: str) -> list[dict[str, list[str]]]:
-    assert response.status_code == 200, response.status_code
-    for formset in response.context["inline_admin_formsets"]:
-        if formset.formset.prefix == prefix:
-            return [dict(errors) for errors in formset.formset.errors]
-    raise AssertionError(f"no inline {prefix}")
+    return [dict(errors) for errors in _inline_formset(response, prefix).errors]
 
 
 # -- pages render --------------------------------------------------------------------------
@@ -527,8 +527,7 @@ def test_a_prompt_with_no_message_is_a_form_error(admin_client: Client) -> None:
         ]
     )
     data["messages-INITIAL_FORMS"] = "1"
-    data.update({f"arguments-{k}": v for k, v in _kept_argument(prompt).items()})
-    data["arguments-INITIAL_FORMS"] = "1"
+    data.update(inline("arguments", [_kept_argument(prompt)], initial=1))
     response = admin_client.post(url("prompt", "change", prompt.pk), data)
     assert non_form_errors(response, "messages") == [NO_MESSAGE]
     assert list(prompt.messages.values_list("pk", flat=True)) == [message.pk]
@@ -569,13 +568,13 @@ def _kept_argument(prompt: Prompt) -> dict[str, str]:
     """The inline fields of ``prompt``'s one argument, unchanged, as the change form posts them."""
     argument = prompt.arguments.get()
     return {
-        "0-id": str(argument.pk),
-        "0-prompt": str(prompt.pk),
-        "0-order": str(argument.order),
-        "0-name": argument.name,
-        "0-title": argument.title,
-        "0-description": argument.description,
-        "0-required": "on" if argument.required else "",
+        "id": str(argument.pk),
+        "prompt": str(prompt.pk),
+        "order": str(argument.order),
+        "name": argument.name,
+        "title": argument.title,
+        "description": argument.description,
+        "required": "on" if argument.required else "",
     }
 
 
