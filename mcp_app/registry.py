@@ -723,6 +723,14 @@ class PromptDef:
 KINDS = ("tools", "resources", "templates", "prompts")
 
 
+def _fingerprint(digests: Iterable[bytes]) -> str:
+    """A list's fingerprint, from its entries' digests in order."""
+    h = hashlib.blake2s(digest_size=6)
+    for digest in digests:
+        h.update(digest)
+    return h.hexdigest()
+
+
 class Catalog:
     """One immutable snapshot of a server's definitions, in listing order."""
 
@@ -754,13 +762,40 @@ class Catalog:
         Pagination cursors carry it, so a cursor taken before the listing changed is refused
         by any worker, whatever its local generation counter says.
         """
-        out = {}
-        for kind in KINDS:
-            h = hashlib.blake2s(digest_size=6)
-            for item in getattr(self, kind):
-                h.update(repr(sorted(item.wire.items())).encode())
-            out[kind] = h.hexdigest()
-        return out
+        return {kind: _fingerprint(self._digests[kind]) for kind in KINDS}
+
+    @cached_property
+    def _digests(self) -> dict[str, tuple[bytes, ...]]:
+        """Each entry's own digest, by kind, in listing order: what fingerprints are made of."""
+        return {
+            kind: tuple(
+                hashlib.blake2s(repr(sorted(item.wire.items())).encode(), digest_size=16).digest()
+                for item in getattr(self, kind)
+            )
+            for kind in KINDS
+        }
+
+    def listing(
+        self, kind: str, keep: Callable[[Any], bool] | None = None
+    ) -> tuple[tuple[Any, ...], str]:
+        """The entries of ``kind`` that ``keep`` accepts (all without it), and the fingerprint
+        of that list: of the entries a caller is shown, so the cursors it is given change
+        with what it sees, never with what is hidden from it."""
+        items = self.items(kind)
+        if keep is None:
+            return items, self.fingerprints[kind]
+        kept = [index for index, item in enumerate(items) if keep(item)]
+        if len(kept) == len(items):
+            return items, self.fingerprints[kind]
+        digests = self._digests[kind]
+        return tuple(items[i] for i in kept), _fingerprint(digests[i] for i in kept)
+
+    def seen_by(self, keep: Callable[[Any], bool]) -> Catalog:
+        """This snapshot with only the definitions ``keep`` accepts (itself if it keeps all)."""
+        kept = {kind: [item for item in getattr(self, kind) if keep(item)] for kind in KINDS}
+        if all(len(kept[kind]) == len(getattr(self, kind)) for kind in KINDS):
+            return self
+        return Catalog(self.generation, **kept)
 
     def find_template(
         self, uri: str, usable: Callable[[TemplateDef], bool] | None = None

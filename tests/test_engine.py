@@ -676,11 +676,75 @@ def test_a_hidden_template_claims_no_uri_of_a_visible_one_after_it() -> None:
         "resources/read", {"uri": "docs://x"}, ctx, Catalog(3, templates=[other, hidden, public])
     )
     assert asked == ["hidden", "public"]
-    # With no visible template, the URI is hidden, and reads as one that does not exist.
+    # With no visible template, the URI is hidden, and reads as one that does not exist: on a
+    # server whose lists may change, a resource not found; on one with a fixed catalog, as if
+    # it had no resources at all.
     alone = Catalog(2, templates=[hidden])
     assert engine.hides("docs://x", ctx, alone) is True
     with pytest.raises(ResourceNotFound):
+        Gatekeeper(ServerOptions(list_changed=True)).handle(
+            "resources/read", {"uri": "docs://x"}, ctx, alone
+        )
+    with pytest.raises(MethodNotFound, match="this server has no resources"):
         engine.handle("resources/read", {"uri": "docs://x"}, ctx, alone)
+
+
+def test_what_a_caller_may_not_use_shapes_none_of_its_capabilities() -> None:
+    hidden_tool = tool("tasked", returning("t"), task="optional", permission="x")
+    hidden_prompt = PromptDef(
+        name="secret",
+        handler=returning("s"),
+        arguments=("a",),  # type: ignore[arg-type]
+        complete={"a": completer_for(["b"])},
+        permission="x",
+    )
+    plain = tool("plain", returning("p"), permission="open")
+    catalog = Catalog(1, tools=[hidden_tool, plain], prompts=[hidden_prompt])
+    engine, ctx = Gatekeeper(ServerOptions()), make_ctx()
+    everything = engine.options.capabilities(catalog)
+    assert {"tools", "prompts", "completions", "extensions"} <= set(everything)
+    # As on a server with only the tool the caller may use.
+    alone = Catalog(1, tools=[plain])
+    assert engine.options.capabilities(engine.seen(catalog, None)) == (
+        engine.options.capabilities(alone)
+    )
+    assert engine.offers_tasks(catalog, ctx) is False
+    for method, params in [
+        ("completion/complete", {"ref": {"type": "ref/prompt", "name": "secret"}}),
+        ("prompts/list", {}),
+        ("prompts/get", {"name": "secret"}),
+    ]:
+        with pytest.raises(MethodNotFound) as hidden:
+            engine.handle(method, params, ctx, catalog)
+        with pytest.raises(MethodNotFound) as absent:
+            engine.handle(method, params, ctx, alone)
+        assert hidden.value.message == absent.value.message
+    # Who may use them has them.
+    trusted = Engine(ServerOptions())
+    assert trusted.options.capabilities(trusted.seen(catalog, None)) == everything
+    assert trusted.offers_tasks(catalog, ctx) is True
+    assert trusted.handle("prompts/list", {}, ctx, catalog)["prompts"][0]["name"] == "secret"
+
+
+def test_a_caller_s_cursors_do_not_change_with_what_is_hidden_from_it() -> None:
+    def listing(*tools: ToolDef) -> Catalog:
+        return Catalog(1, tools=list(tools))
+
+    a, b, c = (tool(name, returning(name), permission="open") for name in "abc")
+    hidden = tool("h", returning("h"), permission="x")
+    engine, ctx = Gatekeeper(ServerOptions(page_size=1)), make_ctx()
+    first = engine.handle("tools/list", {}, ctx, listing(a, hidden, b, c))
+    cursor = {"cursor": first["nextCursor"]}
+    # The hidden tool changed: the caller's list did not, and its cursor still serves.
+    changed = tool("h", returning("h"), permission="x", description="new")
+    for catalog in (listing(a, changed, b, c), listing(a, b, c), listing(hidden, a, b, c)):
+        assert [t["name"] for t in engine.handle("tools/list", cursor, ctx, catalog)["tools"]] == [
+            "b"
+        ]
+    # A change of what it sees is refused as ever.
+    renamed = tool("b2", returning("b"), permission="open")
+    with pytest.raises(InvalidParams, match="list has changed"):
+        engine.handle("tools/list", cursor, ctx, listing(a, hidden, renamed, c))
 
 
 @pytest.mark.parametrize("uri", [None, "", 5])

@@ -9,7 +9,8 @@ import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 from .. import results
 from ..input import InputRequired
@@ -103,6 +104,10 @@ class ServerOptions:
         return caps
 
 
+def _none_of(kind: str, method: str) -> MethodNotFound:
+    return MethodNotFound(f"Method not found: {clip(method)} (this server has no {kind})")
+
+
 def _encode_cursor(fingerprint: str, offset: int) -> str:
     raw = json.dumps([fingerprint, offset], separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
@@ -192,13 +197,65 @@ class Engine:
             method_handler = self._table[method]
         except KeyError:
             raise MethodNotFound(f"Method not found: {clip(method)}") from None
-        if method == "completion/complete" and not catalog.can_complete:
+        if method == "completion/complete" and not self._can_complete(catalog, ctx):
             raise MethodNotFound("Method not found: completion/complete (nothing can complete)")
         kind = method.partition("/")[0]
-        if kind != "completion" and not self.options.offers(kind, catalog):
+        if kind == "completion":
+            return method_handler(params, ctx, catalog)
+        if not self.options.offers(kind, catalog):
             # A method behind a capability the server does not advertise.
-            raise MethodNotFound(f"Method not found: {clip(method)} (this server has no {kind})")
-        return method_handler(params, ctx, catalog)
+            raise _none_of(kind, method)
+        # A caller who may use nothing of the kind is answered as if the server had none. A
+        # method that names a definition fails for it anyway, and is checked only then: its
+        # success must not wait on asking about every definition before the one it names.
+        hidden_kind = catalog.restricted and not self.options.list_changed
+        if (
+            hidden_kind
+            and method not in self.INPUT_METHODS
+            and not self._sees_kind(kind, catalog, ctx)
+        ):
+            raise _none_of(kind, method)
+        try:
+            return method_handler(params, ctx, catalog)
+        except ProtocolError:
+            if hidden_kind and not self._sees_kind(kind, catalog, ctx):
+                raise _none_of(kind, method) from None
+            raise
+
+    def seen(self, catalog: Catalog, user: Any) -> Catalog:
+        """The catalog as ``user`` sees it, without what it may not use: what the caller's
+        capabilities are made from."""
+        if not catalog.restricted:
+            return catalog
+        # What the permission check reads of a request's context: its user.
+        return catalog.seen_by(self.usable(cast(RequestContext, SimpleNamespace(user=user))))
+
+    def offers_tasks(self, catalog: Catalog, ctx: RequestContext) -> bool:
+        """Whether the caller sees a tool that may run as a task (``Catalog.offers_tasks``)."""
+        if not catalog.offers_tasks or not catalog.restricted:
+            return catalog.offers_tasks
+        return self._sees_any(catalog, ctx, ("tools",), lambda tool: tool.task != "forbidden")
+
+    def _can_complete(self, catalog: Catalog, ctx: RequestContext) -> bool:
+        if not catalog.can_complete or not catalog.restricted:
+            return catalog.can_complete
+        return self._sees_any(catalog, ctx, ("prompts", "templates"), lambda d: bool(d.complete))
+
+    def _sees_kind(self, kind: str, catalog: Catalog, ctx: RequestContext) -> bool:
+        return self._sees_any(
+            catalog, ctx, ("resources", "templates") if kind == "resources" else (kind,)
+        )
+
+    def _sees_any(
+        self,
+        catalog: Catalog,
+        ctx: RequestContext,
+        kinds: tuple[str, ...],
+        wanted: Callable[[Any], bool] = bool,
+    ) -> bool:
+        """Whether the caller may use a definition of ``kinds`` that is ``wanted``."""
+        usable = self.usable(ctx)
+        return any(wanted(item) and usable(item) for kind in kinds for item in catalog.items(kind))
 
     # -- listing -------------------------------------------------------------------------
 
@@ -237,12 +294,11 @@ class Engine:
         ctx: RequestContext,
         usable: Callable[[Any], bool] | None = None,
     ) -> JSON:
-        items = catalog.items(kind)
+        keep = usable
         if catalog.restricted:
-            items = tuple(item for item in items if self.visible(item, ctx) is not None)
-        if usable is not None:
-            items = tuple(item for item in items if usable(item))
-        fingerprint = catalog.fingerprints[kind]
+            seen = self.usable(ctx)
+            keep = seen if usable is None else lambda item: seen(item) and usable(item)
+        items, fingerprint = catalog.listing(kind, keep)
         start = 0
         if params.get("cursor") is not None:
             start = _decode_cursor(params["cursor"], fingerprint, len(items))
