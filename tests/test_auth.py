@@ -730,7 +730,8 @@ def test_lists_show_each_caller_what_it_may_use(mcp: Any, staff: Group) -> None:
 
 def test_what_a_caller_may_not_use_answers_as_if_it_did_not_exist(mcp: Any, staff: Group) -> None:
     mcp(AUTHENTICATION_CLASSES=[TOKEN])
-    client = MCPClient(guarded, headers=token(make_user("alan")))
+    alan = token(make_user("alan"))
+    client = MCPClient(guarded, headers=alan)
     hidden, missing = (
         error_of(lambda: client.call_tool("staff-tool")),
         error_of(lambda: client.call_tool("no-such-tool")),
@@ -751,13 +752,23 @@ def test_what_a_caller_may_not_use_answers_as_if_it_did_not_exist(mcp: Any, staf
     assert error_of(lambda: client.get_prompt("briefing", {"topic": "x"})).message == (
         "Unknown prompt: briefing"
     )
-    assert error_of(lambda: client.complete("briefing", "topic", "b")).message == (
-        "Unknown prompt: briefing"
-    )
-    assert error_of(lambda: client.complete("vault://{key}", "key", "g")).message == (
-        "Unknown resource template: vault://{key}"
-    )
-    member = MCPClient(guarded, headers=token(make_user("ada", staff)))
+    # Nothing the caller may use completes: the capability is not offered, in either era,
+    # nor the method.
+    for version in ("2026-07-28", "2025-11-25"):
+        outsider = MCPClient(guarded, headers=alan, versions=[version])
+        assert "completions" not in outsider.info()["capabilities"]
+    for ref, argument, value in [("briefing", "topic", "b"), ("vault://{key}", "key", "g")]:
+        refused = error_of(lambda r=ref, a=argument, v=value: client.complete(r, a, v))
+        assert (refused.status, refused.code, refused.message) == (
+            404,
+            -32601,
+            "Method not found: completion/complete (nothing can complete)",
+        )
+    ada = token(make_user("ada", staff))
+    for version in ("2026-07-28", "2025-11-25"):
+        insider = MCPClient(guarded, headers=ada, versions=[version])
+        assert "completions" in insider.info()["capabilities"]
+    member = MCPClient(guarded, headers=ada)
     assert MCPClient.text(member.call_tool("staff-tool")) == "for staff"
     assert MCPClient.text(member.read_resource("vault://gold")) == "vault gold"
     assert member.complete("briefing", "topic", "b")["completion"]["values"] == ["budget"]

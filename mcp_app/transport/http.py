@@ -436,7 +436,7 @@ class Endpoint:
         ctx = self.context(req, incoming.user, incoming.request)
         ctx.streams = takes_stream(incoming.headers)
         if req.method == "server/discover":
-            return Reply(200, jsonrpc.result_response(req.id, self.discover(catalog)))
+            return Reply(200, jsonrpc.result_response(req.id, self.discover(catalog, ctx.user)))
         if req.method == "subscriptions/listen":
             if not ctx.streams:
                 refusal = InvalidRequest(
@@ -528,7 +528,7 @@ class Endpoint:
             self.server,
             req.id,
             req.params.get("notifications"),
-            options.capabilities(catalog),
+            options.capabilities(self.engine.seen(catalog, user)),
             lists_may_change=options.list_changed,
             own_tasks=own_tasks,
             hides=lambda uris: hidden_uris(
@@ -552,11 +552,12 @@ class Endpoint:
             return None  # an anonymous caller of an open endpoint: nothing could change
         return lambda: readmitted(request, self.server.name, user)
 
-    def discover(self, catalog: Catalog) -> JSON:
+    def discover(self, catalog: Catalog, user: Any) -> JSON:
+        """The ``server/discover`` result for ``user``: capabilities from what it may use."""
         options = self.server.options
         result: JSON = {
             "supportedVersions": list(modern.SUPPORTED),
-            "capabilities": options.capabilities(catalog),
+            "capabilities": options.capabilities(self.engine.seen(catalog, user)),
         }
         if options.instructions:
             result["instructions"] = options.instructions
@@ -582,7 +583,7 @@ class Endpoint:
         task_started = False
         try:
             if req.method in task_wire.METHODS:
-                if not catalog.offers_tasks and not tasks.keeps_any(self, ctx):
+                if not self.engine.offers_tasks(catalog, ctx) and not tasks.keeps_any(self, ctx):
                     # The extension is not advertised, and the caller has no task left from
                     # when it was: its methods are not served.
                     raise jsonrpc.MethodNotFound(f"Method not found: {jsonrpc.clip(req.method)}")

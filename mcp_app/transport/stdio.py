@@ -476,7 +476,8 @@ class StdioServer:
             self.write(jsonrpc.error_response(message["id"], exc))
             return
         if req.method == "server/discover":
-            self.write(jsonrpc.result_response(req.id, self.endpoint.discover(catalog)))
+            result = self.endpoint.discover(catalog, self.caller())
+            self.write(jsonrpc.result_response(req.id, result))
             return
         if req.method == "subscriptions/listen":
             self.listen(req, catalog)
