@@ -790,13 +790,6 @@ class Catalog:
         digests = self._digests[kind]
         return tuple(items[i] for i in kept), _fingerprint(digests[i] for i in kept)
 
-    def seen_by(self, keep: Callable[[Any], bool]) -> Catalog:
-        """This snapshot with only the definitions ``keep`` accepts (itself if it keeps all)."""
-        kept = {kind: [item for item in getattr(self, kind) if keep(item)] for kind in KINDS}
-        if all(len(kept[kind]) == len(getattr(self, kind)) for kind in KINDS):
-            return self
-        return Catalog(self.generation, **kept)
-
     def find_template(
         self, uri: str, usable: Callable[[TemplateDef], bool] | None = None
     ) -> tuple[TemplateDef, dict[str, str]] | None:

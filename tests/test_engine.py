@@ -689,6 +689,13 @@ def test_a_hidden_template_claims_no_uri_of_a_visible_one_after_it() -> None:
         engine.handle("resources/read", {"uri": "docs://x"}, ctx, alone)
 
 
+class Trusting(Gatekeeper):
+    """As ``Gatekeeper``, but the user "trusted" may use everything."""
+
+    def permitted(self, definition: Any, ctx: RequestContext) -> bool:
+        return ctx.user == "trusted" or super().permitted(definition, ctx)
+
+
 def test_what_a_caller_may_not_use_shapes_none_of_its_capabilities() -> None:
     hidden_tool = tool("tasked", returning("t"), task="optional", permission="x")
     hidden_prompt = PromptDef(
@@ -700,14 +707,15 @@ def test_what_a_caller_may_not_use_shapes_none_of_its_capabilities() -> None:
     )
     plain = tool("plain", returning("p"), permission="open")
     catalog = Catalog(1, tools=[hidden_tool, plain], prompts=[hidden_prompt])
-    engine, ctx = Gatekeeper(ServerOptions()), make_ctx()
+    alone = Catalog(1, tools=[plain])
+    engine = Trusting(ServerOptions())
     everything = engine.options.capabilities(catalog)
     assert {"tools", "prompts", "completions", "extensions"} <= set(everything)
+    assert engine.capabilities(catalog, "trusted") == everything
+    assert engine.offers_tasks(catalog, make_ctx(user="trusted")) is True
     # As on a server with only the tool the caller may use.
-    alone = Catalog(1, tools=[plain])
-    assert engine.options.capabilities(engine.seen(catalog, None)) == (
-        engine.options.capabilities(alone)
-    )
+    assert engine.capabilities(catalog, None) == engine.options.capabilities(alone)
+    ctx = make_ctx()
     assert engine.offers_tasks(catalog, ctx) is False
     for method, params in [
         ("completion/complete", {"ref": {"type": "ref/prompt", "name": "secret"}}),
@@ -719,11 +727,70 @@ def test_what_a_caller_may_not_use_shapes_none_of_its_capabilities() -> None:
         with pytest.raises(MethodNotFound) as absent:
             engine.handle(method, params, ctx, alone)
         assert hidden.value.message == absent.value.message
-    # Who may use them has them.
-    trusted = Engine(ServerOptions())
-    assert trusted.options.capabilities(trusted.seen(catalog, None)) == everything
-    assert trusted.offers_tasks(catalog, ctx) is True
-    assert trusted.handle("prompts/list", {}, ctx, catalog)["prompts"][0]["name"] == "secret"
+    listed = engine.handle("prompts/list", {}, make_ctx(user="trusted"), catalog)
+    assert [prompt["name"] for prompt in listed["prompts"]] == ["secret"]
+    # A server whose lists may change offers them all; only what hidden definitions alone
+    # offer is left out.
+    changing = Trusting(ServerOptions(list_changed=True))
+    offered = changing.capabilities(catalog, None)
+    assert set(offered) == {"tools", "resources", "prompts", "logging"}
+    assert set(changing.capabilities(catalog, "trusted")) == set(offered) | {
+        "completions",
+        "extensions",
+    }
+
+
+def test_completing_a_hidden_prompt_answers_as_for_one_that_does_not_exist() -> None:
+    hidden_prompt = PromptDef(
+        name="secret",
+        handler=returning("s"),
+        arguments=("a",),  # type: ignore[arg-type]
+        complete={"a": completer_for(["b"])},
+        permission="x",
+    )
+    open_template = TemplateDef(
+        uri_template="z://{q}",
+        name="z",
+        handler=returning("z"),
+        complete={"q": completer_for(["y"])},
+        permission="open",
+    )
+    catalog = Catalog(1, templates=[open_template], prompts=[hidden_prompt])
+    engine, ctx = Gatekeeper(ServerOptions()), make_ctx()
+    # Something the caller may use completes, so the method is served to it.
+    assert "completions" in engine.capabilities(catalog, None)
+    errors = []
+    for name in ("secret", "absent"):
+        params = {
+            "ref": {"type": "ref/prompt", "name": name},
+            "argument": {"name": "a", "value": ""},
+        }
+        with pytest.raises(InvalidParams) as refused:
+            engine.handle("completion/complete", params, ctx, catalog)
+        errors.append((refused.value.code, refused.value.message.replace(name, "NAME")))
+    assert errors[0] == errors[1]
+    assert errors[0][1] == "Unknown prompt: NAME"
+
+
+def test_a_caller_whose_access_cannot_be_checked_is_offered_every_capability(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class Failing(Engine):
+        def permitted(self, definition: Any, ctx: RequestContext) -> bool:
+            raise RuntimeError("the permission backend is down")
+
+    hidden_prompt = PromptDef(
+        name="secret",
+        handler=returning("s"),
+        arguments=("a",),  # type: ignore[arg-type]
+        complete={"a": completer_for(["b"])},
+        permission="x",
+    )
+    catalog = Catalog(1, prompts=[hidden_prompt])
+    engine = Failing(ServerOptions())
+    with caplog.at_level(logging.WARNING, logger="mcp_app"):
+        assert engine.capabilities(catalog, None) == engine.options.capabilities(catalog)
+    assert "Could not check which definitions a caller may use" in caplog.text
 
 
 def test_a_caller_s_cursors_do_not_change_with_what_is_hidden_from_it() -> None:

@@ -557,18 +557,6 @@ def test_a_listing_s_fingerprint_is_of_the_entries_kept() -> None:
     assert catalog.listing("tools", lambda tool: False) == ((), Catalog(0).fingerprints["tools"])
 
 
-def test_a_catalog_seen_by_a_caller_keeps_only_what_it_may_use() -> None:
-    catalog = _catalog(5)
-    assert catalog.seen_by(lambda definition: True) is catalog
-    seen = catalog.seen_by(lambda definition: definition.name not in ("t2", "person"))
-    assert seen.generation == 5
-    assert [t.name for t in seen.tools] == ["t1"]
-    assert [t.name for t in seen.templates] == ["any"]
-    assert (seen.resources, seen.prompts) == (catalog.resources, catalog.prompts)
-    assert seen.fingerprints["tools"] != catalog.fingerprints["tools"]
-    assert seen.fingerprints["prompts"] == catalog.fingerprints["prompts"]
-
-
 def test_find_template_takes_the_first_match_with_variables() -> None:
     catalog = _catalog()
     template, variables = catalog.find_template("people://ada")  # type: ignore[misc]

@@ -355,6 +355,30 @@ def test_a_server_that_offers_no_tasks_serves_no_task_methods(
     assert response.json()["error"]["code"] == -32601
 
 
+def test_a_task_tool_the_caller_may_not_use_offers_it_no_task_methods() -> None:
+    allowed = {"on": False}
+
+    def hidden(arguments: JSON, context: RequestContext) -> Any:
+        return run_as_task(lambda task: "hidden")
+
+    passing.add_tool(
+        hidden, name="hidden-task-tool", task="optional", permission=lambda user: allowed["on"]
+    )
+    try:
+        # As on a server with no task tool: no extension, and the methods are not served.
+        discovered = post("server/discover", url="/passing/mcp").json()["result"]
+        assert "extensions" not in discovered["capabilities"]
+        refused = post("tasks/get", {"taskId": "abc"}, capabilities=FOLLOWS, url="/passing/mcp")
+        assert (refused.status_code, refused.json()["error"]["code"]) == (404, -32601)
+        allowed["on"] = True
+        discovered = post("server/discover", url="/passing/mcp").json()["result"]
+        assert EXTENSION in discovered["capabilities"]["extensions"]
+        unknown = post("tasks/get", {"taskId": "abc"}, capabilities=FOLLOWS, url="/passing/mcp")
+        assert unknown.json()["error"]["code"] == -32602
+    finally:
+        passing.remove_tool("hidden-task-tool")
+
+
 def test_a_caller_keeps_the_task_methods_for_its_tasks_once_no_tool_runs_as_one() -> None:
     def asks(arguments: JSON, context: RequestContext) -> Any:
         return run_as_task(lambda task: input_required({"go": elicit("Go on?")}))

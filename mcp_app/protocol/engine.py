@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import functools
 import json
 import logging
 from collections.abc import Callable, Mapping
@@ -222,13 +223,47 @@ class Engine:
                 raise _none_of(kind, method) from None
             raise
 
-    def seen(self, catalog: Catalog, user: Any) -> Catalog:
-        """The catalog as ``user`` sees it, without what it may not use: what the caller's
-        capabilities are made from."""
+    def capabilities(self, catalog: Catalog, user: Any) -> JSON:
+        """The capabilities ``user`` is offered: ``ServerOptions.capabilities`` without those
+        only definitions it may not use would offer.
+
+        A permission check that fails leaves the capability offered, and is logged: offering
+        one grants nothing, since each use is checked again.
+        """
+        caps = self.options.capabilities(catalog)
         if not catalog.restricted:
-            return catalog
+            return caps
         # What the permission check reads of a request's context: its user.
-        return catalog.seen_by(self.usable(cast(RequestContext, SimpleNamespace(user=user))))
+        ctx = cast(RequestContext, SimpleNamespace(user=user))
+        checks: list[tuple[str, Callable[[], bool]]] = [
+            ("completions", lambda: self._can_complete(catalog, ctx)),
+            (tasks.EXTENSION, lambda: self.offers_tasks(catalog, ctx)),
+        ]
+        if not self.options.list_changed:
+            checks += [
+                (kind, functools.partial(self._sees_kind, kind, catalog, ctx))
+                for kind in ("tools", "resources", "prompts")
+            ]
+        extensions = caps.get("extensions", {})
+        try:
+            unseen = [
+                key for key, sees in checks if (key in caps or key in extensions) and not sees()
+            ]
+        except Exception:
+            logger.warning(
+                "Could not check which definitions a caller may use; it is offered every "
+                "capability of the server",
+                exc_info=True,
+            )
+            return caps
+        for key in unseen:
+            if key in extensions:
+                del extensions[key]
+                if not extensions:
+                    del caps["extensions"]
+            else:
+                del caps[key]
+        return caps
 
     def offers_tasks(self, catalog: Catalog, ctx: RequestContext) -> bool:
         """Whether the caller sees a tool that may run as a task (``Catalog.offers_tasks``)."""

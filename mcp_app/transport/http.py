@@ -528,7 +528,7 @@ class Endpoint:
             self.server,
             req.id,
             req.params.get("notifications"),
-            options.capabilities(self.engine.seen(catalog, user)),
+            self.engine.capabilities(catalog, user),
             lists_may_change=options.list_changed,
             own_tasks=own_tasks,
             hides=lambda uris: hidden_uris(
@@ -557,7 +557,7 @@ class Endpoint:
         options = self.server.options
         result: JSON = {
             "supportedVersions": list(modern.SUPPORTED),
-            "capabilities": options.capabilities(self.engine.seen(catalog, user)),
+            "capabilities": self.engine.capabilities(catalog, user),
         }
         if options.instructions:
             result["instructions"] = options.instructions

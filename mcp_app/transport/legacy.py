@@ -606,7 +606,7 @@ class LegacyEndpoint:
         result: JSON = {
             "protocolVersion": version,
             "capabilities": legacy.capabilities_for(
-                version, options.capabilities(self.engine.seen(self.server.catalog(), user))
+                version, self.engine.capabilities(self.server.catalog(), user)
             ),
             "serverInfo": legacy.server_info_for(version, options.server_info),
         }
