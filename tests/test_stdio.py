@@ -1481,6 +1481,40 @@ def test_a_permission_withdrawn_while_the_process_runs_counts_from_the_next_requ
     assert not thread.is_alive()
 
 
+@pytest.mark.parametrize("era", ["2026-07-28", "2025-11-25"])
+def test_the_capabilities_offered_follow_what_the_process_s_user_may_use_now(era: str) -> None:
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Permission
+
+    user = get_user_model().objects.create_user("briefer")
+    viewing = Permission.objects.get(codename="view_user")
+    own = mcp_app.Server("stdio-briefer", rows=False)
+    own.add_prompt(
+        lambda arguments, context: "brief",
+        name="brief",
+        arguments=["topic"],
+        complete={"topic": lambda value, arguments, context: ["budget"]},
+        permission="auth.view_user",
+    )
+
+    def capabilities(request_id: int) -> dict[str, Any]:
+        if era == "2026-07-28":
+            first = request(request_id, "server/discover")
+        else:
+            first = {**initialize(era), "id": request_id}
+        out = Lines()
+        StdioServer(own, io.StringIO(json.dumps(first) + "\n"), out, user=user).serve()
+        return by_id(out.messages())[request_id]["result"]["capabilities"]  # type: ignore[no-any-return]
+
+    try:
+        assert "completions" not in capabilities(1)
+        # Granted while the process runs (the user object it holds is not told).
+        user.user_permissions.add(viewing)
+        assert "completions" in capabilities(2)
+    finally:
+        mcp_app.server.servers.pop("stdio-briefer", None)
+
+
 class _Renewed:
     """A stream that counts its renewals; the first ``failures`` of them raise."""
 

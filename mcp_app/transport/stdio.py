@@ -497,7 +497,7 @@ class StdioServer:
 
     def listen(self, req: modern.ModernRequest, catalog: Any) -> None:
         try:
-            listen = self.endpoint.listen(req, catalog, self.user)
+            listen = self.endpoint.listen(req, catalog, self.caller())
         except ProtocolError as exc:
             self.write(jsonrpc.error_response(req.id, exc))
             return
@@ -571,7 +571,9 @@ class StdioServer:
 
     def initialize(self, message: JSON) -> None:
         try:
-            session, result = self.endpoint.legacy.handshake(message.get("params") or {}, self.user)
+            session, result = self.endpoint.legacy.handshake(
+                message.get("params") or {}, self.caller()
+            )
         except ProtocolError as exc:
             self.write(legacy_error(message["id"], exc))
             return
