@@ -696,15 +696,20 @@ class Trusting(Gatekeeper):
         return ctx.user == "trusted" or super().permitted(definition, ctx)
 
 
-def test_what_a_caller_may_not_use_shapes_none_of_its_capabilities() -> None:
-    hidden_tool = tool("tasked", returning("t"), task="optional", permission="x")
-    hidden_prompt = PromptDef(
+def secret_prompt() -> PromptDef:
+    """A prompt that completes its argument, which only permission "x" may use."""
+    return PromptDef(
         name="secret",
         handler=returning("s"),
         arguments=("a",),  # type: ignore[arg-type]
         complete={"a": completer_for(["b"])},
         permission="x",
     )
+
+
+def test_what_a_caller_may_not_use_shapes_none_of_its_capabilities() -> None:
+    hidden_tool = tool("tasked", returning("t"), task="optional", permission="x")
+    hidden_prompt = secret_prompt()
     plain = tool("plain", returning("p"), permission="open")
     catalog = Catalog(1, tools=[hidden_tool, plain], prompts=[hidden_prompt])
     alone = Catalog(1, tools=[plain])
@@ -741,13 +746,7 @@ def test_what_a_caller_may_not_use_shapes_none_of_its_capabilities() -> None:
 
 
 def test_completing_a_hidden_prompt_answers_as_for_one_that_does_not_exist() -> None:
-    hidden_prompt = PromptDef(
-        name="secret",
-        handler=returning("s"),
-        arguments=("a",),  # type: ignore[arg-type]
-        complete={"a": completer_for(["b"])},
-        permission="x",
-    )
+    hidden_prompt = secret_prompt()
     open_template = TemplateDef(
         uri_template="z://{q}",
         name="z",
@@ -779,13 +778,7 @@ def test_a_caller_whose_access_cannot_be_checked_is_offered_every_capability(
         def permitted(self, definition: Any, ctx: RequestContext) -> bool:
             raise RuntimeError("the permission backend is down")
 
-    hidden_prompt = PromptDef(
-        name="secret",
-        handler=returning("s"),
-        arguments=("a",),  # type: ignore[arg-type]
-        complete={"a": completer_for(["b"])},
-        permission="x",
-    )
+    hidden_prompt = secret_prompt()
     catalog = Catalog(1, prompts=[hidden_prompt])
     engine = Failing(ServerOptions())
     with caplog.at_level(logging.WARNING, logger="mcp_app"):
