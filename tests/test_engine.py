@@ -771,19 +771,58 @@ def test_completing_a_hidden_prompt_answers_as_for_one_that_does_not_exist() -> 
     assert errors[0][1] == "Unknown prompt: NAME"
 
 
-def test_a_caller_whose_access_cannot_be_checked_is_offered_every_capability(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    class Failing(Engine):
-        def permitted(self, definition: Any, ctx: RequestContext) -> bool:
-            raise RuntimeError("the permission backend is down")
+class Failing(Gatekeeper):
+    """As ``Gatekeeper``, but the check of a definition whose permission is "boom" fails."""
 
-    hidden_prompt = secret_prompt()
-    catalog = Catalog(1, prompts=[hidden_prompt])
-    engine = Failing(ServerOptions())
+    def permitted(self, definition: Any, ctx: RequestContext) -> bool:
+        if definition.permission == "boom":
+            raise RuntimeError("the permission backend is down")
+        return super().permitted(definition, ctx)
+
+
+def test_a_capability_whose_check_fails_stays_offered(caplog: pytest.LogCaptureFixture) -> None:
+    unsure = tool("unsure", returning("u"), task="optional", permission="boom")
+    catalog = Catalog(1, tools=[unsure], prompts=[secret_prompt()])
+    engine = Failing(ServerOptions(list_changed=True))
     with caplog.at_level(logging.WARNING, logger="mcp_app"):
-        assert engine.capabilities(catalog, None) == engine.options.capabilities(catalog)
+        offered = engine.capabilities(catalog, None)
     assert "Could not check which definitions a caller may use" in caplog.text
+    # Offering one grants nothing: the tool is checked again where it is used. The other
+    # checks hold.
+    assert "extensions" in offered
+    assert "completions" not in offered
+    assert engine.offers_tasks(catalog, make_ctx()) is True
+
+
+def test_a_failing_check_of_another_definition_leaves_a_request_served() -> None:
+    unsure = PromptDef(
+        name="unsure",
+        handler=returning("u"),
+        arguments=("a",),  # type: ignore[arg-type]
+        complete={"a": completer_for(["x"])},
+        permission="boom",
+    )
+    usable = PromptDef(
+        name="usable",
+        handler=returning("p"),
+        arguments=("a",),  # type: ignore[arg-type]
+        complete={"a": completer_for(["z"])},
+        permission="open",
+    )
+    tools = [tool("boom", returning("b"), permission="boom")]
+    tools.append(tool("t2", returning("t"), permission="open", input_schema={"type": "object"}))
+    catalog = Catalog(1, tools=tools, prompts=[unsure, usable])
+    engine, ctx = Failing(ServerOptions()), make_ctx()
+    params = {
+        "ref": {"type": "ref/prompt", "name": "usable"},
+        "argument": {"name": "a", "value": ""},
+    }
+    assert engine.handle("completion/complete", params, ctx, catalog)["completion"]["values"] == [
+        "z"
+    ]
+    # A call's own error is answered, not the failure of checking what else the caller sees.
+    with pytest.raises(InvalidParams):
+        engine.handle("tools/call", {"name": "t2", "arguments": 5}, ctx, catalog)
 
 
 def test_a_caller_s_cursors_do_not_change_with_what_is_hidden_from_it() -> None:

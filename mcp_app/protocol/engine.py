@@ -227,8 +227,7 @@ class Engine:
         """The capabilities ``user`` is offered: ``ServerOptions.capabilities`` without those
         only definitions it may not use would offer.
 
-        A permission check that fails leaves the capability offered, and is logged: offering
-        one grants nothing, since each use is checked again.
+        A permission check that fails leaves its capability offered (``_sees_any``).
         """
         caps = self.options.capabilities(catalog)
         if not catalog.restricted:
@@ -245,17 +244,7 @@ class Engine:
                 for kind in ("tools", "resources", "prompts")
             ]
         extensions = caps.get("extensions", {})
-        try:
-            unseen = [
-                key for key, sees in checks if (key in caps or key in extensions) and not sees()
-            ]
-        except Exception:
-            logger.warning(
-                "Could not check which definitions a caller may use; it is offered every "
-                "capability of the server",
-                exc_info=True,
-            )
-            return caps
+        unseen = [key for key, sees in checks if (key in caps or key in extensions) and not sees()]
         for key in unseen:
             if key in extensions:
                 del extensions[key]
@@ -288,9 +277,22 @@ class Engine:
         kinds: tuple[str, ...],
         wanted: Callable[[Any], bool] = bool,
     ) -> bool:
-        """Whether the caller may use a definition of ``kinds`` that is ``wanted``."""
+        """Whether the caller may use a definition of ``kinds`` that is ``wanted``.
+
+        ``True`` if a permission check fails (logged): what this decides is only whether a
+        capability is offered or a method served, and each definition used is checked again.
+        """
         usable = self.usable(ctx)
-        return any(wanted(item) and usable(item) for kind in kinds for item in catalog.items(kind))
+        try:
+            return any(
+                wanted(item) and usable(item) for kind in kinds for item in catalog.items(kind)
+            )
+        except Exception:
+            logger.warning(
+                "Could not check which definitions a caller may use; taken as one it may use",
+                exc_info=True,
+            )
+            return True
 
     # -- listing -------------------------------------------------------------------------
 
