@@ -368,8 +368,9 @@ def test_a_task_tool_the_caller_may_not_use_offers_it_no_task_methods() -> None:
         # As on a server with no task tool: no extension, and the methods are not served.
         discovered = post("server/discover", url="/passing/mcp").json()["result"]
         assert "extensions" not in discovered["capabilities"]
-        refused = post("tasks/get", {"taskId": "abc"}, capabilities=FOLLOWS, url="/passing/mcp")
-        assert (refused.status_code, refused.json()["error"]["code"]) == (404, -32601)
+        for method in ("tasks/get", "tasks/update", "tasks/cancel"):
+            refused = post(method, {"taskId": "abc"}, capabilities=FOLLOWS, url="/passing/mcp")
+            assert (refused.status_code, refused.json()["error"]["code"]) == (404, -32601)
         allowed["on"] = True
         discovered = post("server/discover", url="/passing/mcp").json()["result"]
         assert EXTENSION in discovered["capabilities"]["extensions"]
