@@ -696,14 +696,15 @@ class Trusting(Gatekeeper):
         return ctx.user == "trusted" or super().permitted(definition, ctx)
 
 
-def secret_prompt() -> PromptDef:
-    """A prompt that completes its argument, which only permission "x" may use."""
+def secret_prompt(name: str = "secret", permission: str = "x", value: str = "b") -> PromptDef:
+    """A prompt that completes its argument ``a`` with ``value``; by default, one that only
+    permission "x" may use."""
     return PromptDef(
-        name="secret",
-        handler=returning("s"),
+        name=name,
+        handler=returning(name),
         arguments=("a",),  # type: ignore[arg-type]
-        complete={"a": completer_for(["b"])},
-        permission="x",
+        complete={"a": completer_for([value])},
+        permission=permission,
     )
 
 
@@ -795,20 +796,8 @@ def test_a_capability_whose_check_fails_stays_offered(caplog: pytest.LogCaptureF
 
 
 def test_a_failing_check_of_another_definition_leaves_a_request_served() -> None:
-    unsure = PromptDef(
-        name="unsure",
-        handler=returning("u"),
-        arguments=("a",),  # type: ignore[arg-type]
-        complete={"a": completer_for(["x"])},
-        permission="boom",
-    )
-    usable = PromptDef(
-        name="usable",
-        handler=returning("p"),
-        arguments=("a",),  # type: ignore[arg-type]
-        complete={"a": completer_for(["z"])},
-        permission="open",
-    )
+    unsure = secret_prompt("unsure", "boom", "x")
+    usable = secret_prompt("usable", "open", "z")
     tools = [tool("boom", returning("b"), permission="boom")]
     tools.append(tool("t2", returning("t"), permission="open", input_schema={"type": "object"}))
     catalog = Catalog(1, tools=tools, prompts=[unsure, usable])
