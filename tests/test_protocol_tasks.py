@@ -86,7 +86,11 @@ def test_a_detailed_task_carries_what_its_status_carries() -> None:
     full = {"input_requests": requests, "result": result, "error": error}
     assert tasks.detailed(task("working"), **full) == task("working")
     assert tasks.detailed(task("input_required"), **full)["inputRequests"] == requests
-    assert tasks.detailed(task("completed"), **full)["result"] == result
+    # The request's own result, as its schema has it (a CallToolResult is "complete").
+    assert tasks.detailed(task("completed"), **full)["result"] == {
+        **result,
+        "resultType": "complete",
+    }
     assert tasks.detailed(task("failed"), **full)["error"] == error
     assert tasks.detailed(task("cancelled"), **full) == task("cancelled")
     assert tasks.detailed(task("failed"))["error"]["code"] == -32603

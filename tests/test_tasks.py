@@ -305,6 +305,7 @@ def test_a_client_that_follows_tasks_gets_a_task_handle_it_can_poll_at_once() ->
     done = terminal(result["taskId"])
     assert done["status"] == "completed"
     assert done["result"]["content"] == [{"type": "text", "text": "through the gate"}]
+    assert done["result"]["resultType"] == "complete"
     assert "_meta" not in done["result"]
 
 

@@ -145,7 +145,8 @@ def detailed(
     if status == INPUT_REQUIRED:
         out["inputRequests"] = dict(input_requests or {})
     elif status == COMPLETED:
-        out["result"] = result if isinstance(result, dict) else {}
+        # The request's own result, so as its schema has it: a CallToolResult is "complete".
+        out["result"] = {**(result if isinstance(result, dict) else {}), "resultType": "complete"}
     elif status == FAILED:
         out["error"] = error if isinstance(error, dict) else {"code": -32603, "message": "Failed"}
     return out
