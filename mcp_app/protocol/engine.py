@@ -109,6 +109,11 @@ def _none_of(kind: str, method: str) -> MethodNotFound:
     return MethodNotFound(f"Method not found: {clip(method)} (this server has no {kind})")
 
 
+def as_caller(user: Any) -> RequestContext:
+    """What a permission check reads of a request's context, its user, for ``user``."""
+    return cast(RequestContext, SimpleNamespace(user=user))
+
+
 def _encode_cursor(fingerprint: str, offset: int) -> str:
     raw = json.dumps([fingerprint, offset], separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
@@ -232,8 +237,7 @@ class Engine:
         caps = self.options.capabilities(catalog)
         if not catalog.restricted:
             return caps
-        # What the permission check reads of a request's context: its user.
-        ctx = cast(RequestContext, SimpleNamespace(user=user))
+        ctx = as_caller(user)
         checks: list[tuple[str, Callable[[], bool]]] = [
             ("completions", lambda: self._can_complete(catalog, ctx)),
             (tasks.EXTENSION, lambda: self.offers_tasks(catalog, ctx)),

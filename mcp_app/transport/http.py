@@ -9,7 +9,6 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -24,7 +23,7 @@ from ..input import InputRequired, checked_answers, expected
 from ..protocol import jsonrpc, modern, versions
 from ..protocol import tasks as task_wire
 from ..protocol.context import RequestContext, discard
-from ..protocol.engine import Engine, Outcome
+from ..protocol.engine import Engine, Outcome, as_caller
 from ..protocol.jsonrpc import (
     InvalidParams,
     InvalidRequest,
@@ -471,8 +470,7 @@ class Endpoint:
         """Finds a tool by name as ``user`` sees the catalog: a hidden one is not there."""
         if not catalog.restricted:
             return catalog.tool_map.get
-        # What the permission check reads of a request's context: its user.
-        caller: Any = SimpleNamespace(user=user)
+        caller = as_caller(user)
 
         def find(name: str) -> ToolDef | None:
             tool = catalog.tool_map.get(name)
