@@ -1515,6 +1515,43 @@ def test_the_capabilities_offered_follow_what_the_process_s_user_may_use_now(era
         mcp_app.server.servers.pop("stdio-briefer", None)
 
 
+@pytest.mark.parametrize("era", ["2026-07-28", "2025-11-25"])
+def test_a_failing_read_of_the_process_s_user_is_an_internal_error_and_serving_goes_on(
+    era: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from django.contrib.auth import get_user_model
+    from django.db import DatabaseError
+
+    user = get_user_model().objects.create_user("unread")
+    own = mcp_app.Server("stdio-unread", rows=False)
+    own.add_tool(lambda arguments, context: "ok", name="echo")
+    read = stdio.fresh_user
+    failures = [DatabaseError("the database is down")] * 3
+
+    def flaky(user: Any) -> Any:
+        if failures:
+            raise failures.pop()
+        return read(user)
+
+    monkeypatch.setattr(stdio, "fresh_user", flaky)
+    if era == "2026-07-28":
+        first = [request(1, "server/discover"), request(2, "subscriptions/listen")]
+        first += [request(3, "tools/list"), request(4, "tools/list")]
+    else:
+        first = [{**initialize(era), "id": n} for n in (1, 2, 3, 4)]
+    out = Lines()
+    lines = "".join(json.dumps(message) + "\n" for message in first)
+    StdioServer(own, io.StringIO(lines), out, user=user).serve()
+    try:
+        answers = by_id(out.messages())
+        for request_id in (1, 2, 3):
+            assert answers[request_id]["error"] == {"code": -32603, "message": "Internal error"}
+        assert "result" in answers[4], answers[4]
+        assert "the database is down" in caplog.text
+    finally:
+        mcp_app.server.servers.pop("stdio-unread", None)
+
+
 class _Renewed:
     """A stream that counts its renewals; the first ``failures`` of them raise."""
 
