@@ -456,6 +456,17 @@ class Tool(Definition):
                     "The code tool declares no output schema, so its results carry no "
                     "structured content for one to describe: every call would fail.",
                 )
+            elif code is not None and isinstance(self.output_schema, dict):
+                # The code's results, which follow its schema, must pass this one too.
+                names = ("the code tool's schema", "this one")
+                clashes = schema_module.incompatible(code.output_schema, self.output_schema, names)
+                if clashes:
+                    _add(
+                        errors,
+                        "output_schema",
+                        "No result the code tool's schema allows could pass this one, so every "
+                        f"call would fail: {'; '.join(clashes)}.",
+                    )
             if code is not None and isinstance(self.input_schema, dict):
                 # Arguments must pass the code's schema as well as this one.
                 names = ("the code tool's schema", "this one")

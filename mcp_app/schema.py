@@ -239,14 +239,20 @@ def format_problems(
 def incompatible(
     first: Schema, second: Schema, names: tuple[str, str] = ("the first", "the second")
 ) -> list[str]:
-    """Why no object could pass both object schemas, as far as their properties show: a
-    property either requires whose declared types do not meet, or a name one requires and
-    the other's ``additionalProperties: false`` refuses. Empty when neither is shown (which
-    does not prove that an object passes both). ``names`` name the two schemas in the
-    reasons."""
+    """Why no value could pass both schemas, as far as their types and properties show: root
+    types that do not meet, a property either requires whose declared types do not meet, or
+    a name one requires and the other's ``additionalProperties: false`` refuses. Empty when
+    none is shown (which does not prove that a value passes both). ``names`` name the two
+    schemas in the reasons."""
     if not isinstance(first, Mapping) or not isinstance(second, Mapping):
         return []
     found = []
+    one, other = _declared_types(first), _declared_types(second)
+    if one is not None and other is not None and not _types_meet(one, other):
+        return [
+            f"the value is {' or '.join(sorted(one))} in {names[0]} and "
+            f"{' or '.join(sorted(other))} in {names[1]}"
+        ]
     shown = (_properties(first), _properties(second))
     required = _required(first) | _required(second)
     # A property neither requires may be left out, which both then accept.

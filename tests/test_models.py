@@ -155,6 +155,24 @@ def test_a_restyle_describes_structured_output_only_of_a_tool_that_has_it() -> N
     Tool(name="add", overrides_code=True, output_schema=sums).full_clean()
 
 
+def test_a_restyle_whose_output_schema_no_result_of_the_code_could_pass_is_refused() -> None:
+    # add's results carry "sum" as a number: a row describing text there would fail every call.
+    texts = {"type": "object", "properties": {"sum": {"type": "string"}}, "required": ["sum"]}
+    errors = errors_of(Tool(name="add", overrides_code=True, output_schema=texts))
+    assert errors["output_schema"] == [
+        "No result the code tool's schema allows could pass this one, so every call would "
+        "fail: 'sum' is number in the code tool's schema and string in this one."
+    ]
+    errors = errors_of(Tool(name="add", overrides_code=True, output_schema={"type": "array"}))
+    assert errors["output_schema"] == [
+        "No result the code tool's schema allows could pass this one, so every call would "
+        "fail: the value is object in the code tool's schema and array in this one."
+    ]
+    # Narrowing what the results are said to be is what a restyle may do.
+    whole = {"type": "object", "properties": {"sum": {"type": "integer"}}, "required": ["sum"]}
+    Tool(name="add", overrides_code=True, output_schema=whole).full_clean()
+
+
 def test_a_restyle_whose_input_schema_no_arguments_could_pass_with_the_codes_is_refused() -> None:
     # add takes "numbers" as an array: a row taking text there would fail every call.
     texts = {"type": "object", "properties": {"numbers": {"type": "string"}}}

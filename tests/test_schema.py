@@ -734,6 +734,16 @@ def test_incompatible_names_what_no_object_could_pass(
             assert not all(validate(schema, instance) == [] for schema in (first, second))
 
 
+def test_incompatible_names_root_types_that_do_not_meet() -> None:
+    found = incompatible({"type": "array"}, _obj({}, required=["n"]), ("code", "row"))
+    assert found == ["the value is array in code and object in row"]
+    for instance in ([], {}, {"n": 1}, "x"):
+        assert not all(validate(schema, instance) == [] for schema in ({"type": "array"}, _obj({})))
+    assert incompatible({"type": ["object", "null"]}, {"type": "object"}) == []
+    assert incompatible({"type": "integer"}, {"type": "number"}) == []
+    assert incompatible({"type": "object"}, {"properties": {}}) == []
+
+
 def test_incompatible_names_the_schemas_as_told() -> None:
     found = incompatible(
         _obj({"n": {"type": "string"}}, required=["n"]),
