@@ -1167,8 +1167,13 @@ def _read_text(text: str) -> Callable[[Any], str]:
 
 def _read_file(storage: Any, name: str) -> Callable[[Any], bytes]:
     def read(context: Any) -> bytes:
-        with storage.open(name, "rb") as handle:
-            return handle.read()  # type: ignore[no-any-return]
+        try:
+            with storage.open(name, "rb") as handle:
+                return handle.read()  # type: ignore[no-any-return]
+        except FileNotFoundError:
+            # Said without the storage's path, which the error's text would give clients.
+            logger.error("A resource's file, %s, is missing from its storage", name)
+            raise FileNotFoundError("The resource's file is missing from its storage") from None
 
     return read
 

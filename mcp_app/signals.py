@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+from django.db import transaction
 from django.db.models import Model
 from django.db.models.signals import post_delete, post_save, pre_save
 
@@ -29,6 +31,8 @@ INLINE_MODELS: tuple[type[PromptArgument] | type[PromptMessage], ...] = (
 CONTENT_FIELDS = ("server", "uri", "digest", "mime_type", "enabled")
 _BEFORE = "_mcp_app_before"
 
+logger = logging.getLogger(__name__)
+
 
 def _stored(sender: type[Model], instance: Any, using: str) -> dict[str, Any] | None:
     """The row as the database holds it before this save, for the fields that matter."""
@@ -36,7 +40,7 @@ def _stored(sender: type[Model], instance: Any, using: str) -> dict[str, Any] | 
         return None
     # Read, not remembered from loading: an instance saved by primary key alone, or loaded
     # long ago, says nothing reliable about the server or content it replaces.
-    fields = CONTENT_FIELDS if sender is Resource else ("server",)
+    fields = (*CONTENT_FIELDS, "file") if sender is Resource else ("server",)
     return sender._default_manager.using(using).filter(pk=instance.pk).values(*fields).first()
 
 
@@ -69,10 +73,31 @@ def _before_save(sender: type[Model], instance: Any, raw: bool, using: str, **kw
 def _after_save(sender: type[Model], instance: Any, using: str, **kwargs: Any) -> None:
     before = instance.__dict__.pop(_BEFORE, None)
     _record(instance.KIND, before, _state(instance), using)
+    if before is not None and before.get("file") and before["file"] != instance.file.name:
+        _let_go_of(before["file"], using)
 
 
 def _after_delete(sender: type[Model], instance: Any, using: str, **kwargs: Any) -> None:
     _record(instance.KIND, _state(instance), None, using)
+    if isinstance(instance, Resource) and instance.file.name:
+        _let_go_of(instance.file.name, using)
+
+
+def _let_go_of(name: str, using: str) -> None:
+    """Delete a resource's former file from storage once the change commits, unless a row
+    still names it (a copy saved as new): left there, content staff replaced or deleted
+    would stay in storage, and reachable wherever the site serves that storage."""
+
+    def delete() -> None:
+        if Resource._default_manager.using(using).filter(file=name).exists():
+            return
+        try:
+            Resource._meta.get_field("file").storage.delete(name)
+        except Exception:
+            # The change stands; only the storage keeps a file no row names.
+            logger.exception("Could not delete %s, a resource's former file, from storage", name)
+
+    transaction.on_commit(delete, using=using)
 
 
 def _inline_changed(sender: type[Model], instance: Any, using: str, **kwargs: Any) -> None:

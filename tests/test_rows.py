@@ -618,6 +618,12 @@ def test_file_resource_served_as_a_blob(settings: Any, tmp_path: Any) -> None:
     assert read["contents"] == [
         {"uri": "images://pixel", "blob": base64.b64encode(PIXEL).decode(), "mimeType": "image/png"}
     ]
+    # Gone from storage behind the row's back: an internal error that names no path.
+    row = Resource.objects.get(uri="images://pixel")
+    row.file.storage.delete(row.file.name)
+    reporting = Client(raise_request_exception=False)
+    error = call(reporting, "resources/read", {"uri": "images://pixel"})["error"]
+    assert error == {"code": -32603, "message": "The resource's file is missing from its storage"}
 
 
 @pytest.mark.django_db(transaction=True)

@@ -248,3 +248,59 @@ def test_a_failing_publisher_does_not_undo_the_edit(
     assert Tool.objects.filter(name="row-tool").exists()
     assert rows.generation("default") > 0
     assert "delivery is down" in caplog.text
+
+
+def test_a_resource_s_former_file_leaves_storage_once_no_row_names_it(
+    settings: Any, tmp_path: Any
+) -> None:
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    settings.MEDIA_ROOT = str(tmp_path)
+    storage = Resource._meta.get_field("file").storage  # type: ignore[attr-defined]
+    row = Resource.objects.create(
+        uri="notes://filed", name="filed", file=SimpleUploadedFile("a.txt", b"first")
+    )
+    first = row.file.name
+    assert storage.exists(first)
+    # Replaced: the new file is kept, the old one goes.
+    row.file = SimpleUploadedFile("b.txt", b"second")
+    row.save()
+    second = row.file.name
+    assert storage.exists(second) and not storage.exists(first)
+    # A replacement rolled back keeps the file the row still names.
+    with pytest.raises(Boom), transaction.atomic():
+        row.file = SimpleUploadedFile("c.txt", b"third")
+        row.save()
+        raise Boom
+    row.refresh_from_db()
+    assert row.file.name == second and storage.exists(second)
+    # A copy naming the same file (saved as new) keeps it while it does.
+    copy = Resource.objects.create(uri="notes://copy", name="copy", file=second)
+    row.delete()
+    assert storage.exists(second)
+    # Cleared for text, by the last row naming it: gone.
+    copy.file, copy.text = "", "now text"
+    copy.save()
+    assert not storage.exists(second)
+
+
+def test_a_file_storage_cannot_delete_leaves_the_edit_standing(
+    settings: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    settings.MEDIA_ROOT = str(tmp_path)
+    storage = Resource._meta.get_field("file").storage  # type: ignore[attr-defined]
+    row = Resource.objects.create(
+        uri="notes://kept", name="kept", file=SimpleUploadedFile("a.txt", b"first")
+    )
+    name = row.file.name
+
+    def refuse(name: str) -> None:
+        raise PermissionError("read-only storage")
+
+    monkeypatch.setattr(storage, "delete", refuse)
+    row.delete()
+    assert not Resource.objects.filter(pk=row.pk).exists()
+    assert storage.exists(name)
+    assert "Could not delete" in caplog.text and "read-only storage" in caplog.text
