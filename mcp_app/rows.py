@@ -768,6 +768,39 @@ def template_error(source: str) -> str | None:
                 f"Template error: {{% {tag} %}} cannot work here; a row's template has no "
                 "other templates to load."
             )
+    return _unreversed(template)
+
+
+def _unreversed(template: Template) -> str | None:
+    """Why a ``{% url %}`` of the template, given only literals, reverses to no URL of the
+    site: it would fail every rendering. One given a variable is judged when rendered."""
+    from django.template.base import Variable
+    from django.template.defaulttags import URLNode
+    from django.urls import NoReverseMatch, reverse
+
+    def literal(expression: Any) -> tuple[bool, Any]:
+        value = expression.var
+        if expression.filters:
+            return False, None
+        if isinstance(value, Variable):
+            return value.literal is not None, value.literal
+        return True, str(value)
+
+    node: Any
+    for node in template.nodelist.get_nodes_by_type(URLNode):
+        if node.asvar:
+            continue  # {% url ... as name %} renders nothing, not an error, for a bad one
+        given = [literal(node.view_name)]
+        given += [literal(arg) for arg in node.args]
+        given += [literal(kwarg) for kwarg in node.kwargs.values()]
+        if not all(known for known, _ in given):
+            continue
+        values = [value for _, value in given]
+        args, rest = values[1 : 1 + len(node.args)], values[1 + len(node.args) :]
+        try:
+            reverse(values[0], args=args, kwargs=dict(zip(node.kwargs, rest, strict=True)))
+        except NoReverseMatch as exc:
+            return f"Template error: {{% url %}} names no URL of the site ({exc})"
     return None
 
 

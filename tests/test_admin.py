@@ -454,6 +454,7 @@ def test_bad_resource_input_is_a_field_error(
         ({"text": "{% include 'x.html' %}"}, "text", "{% include %} cannot work here"),
         ({"text": "{% extends 'base.html' %}"}, "text", "{% extends %} cannot work here"),
         ({"text": "{% if a %}{% include t %}{% endif %}"}, "text", "{% include %} cannot"),
+        ({"text": "{% url 'nowhere' %}"}, "text", "{% url %} names no URL of the site"),
         ({"text": "", "handler": "missing"}, "handler", "Select a valid choice"),
     ],
 )

@@ -523,6 +523,25 @@ def test_a_row_template_loads_only_the_libraries_the_settings_allow(settings: An
     assert rows.template_error("{% load tz %}") is not None
 
 
+def test_a_row_template_s_url_given_only_literals_must_reverse() -> None:
+    problem = rows.template_error("Go to {% url 'nope' %}")
+    assert problem is not None
+    assert problem.startswith("Template error: {% url %} names no URL of the site (Reverse for")
+    assert rows.template_error("{% url 'admin:index' 1 %}") is not None
+    assert rows.template_error("{% url 'admin:app_list' app_label=7 %}") is not None
+    # What reverses renders; what depends on the values rendered is judged then.
+    for fine in (
+        "{% url 'admin:index' %}",
+        "{% url 'admin:app_list' app_label='auth' %}",
+        "{% url 'nope' who %}",
+        "{% url page %}",
+        "{% url 'nope'|lower %}",
+        "{% url 'nope' as link %}{{ link }}",
+    ):
+        assert rows.template_error(fine) is None, fine
+    assert rows.render_template("{% url 'admin:index' %}", {}) == "/admin/"
+
+
 def test_a_row_template_may_not_print_its_context_with_debug() -> None:
     # With DEBUG on, {% debug %} also prints every imported module to the row's reader.
     problem = rows.template_error("{% debug %}")
