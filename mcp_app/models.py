@@ -87,7 +87,8 @@ class DeliveryMessage(models.Model):
 #: Prompt argument names: usable as ``{{ name }}`` in the messages' templates (which refuse
 #: a variable starting with ``_``).
 ARGUMENT_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}\Z")
-MIME_RE = re.compile(r"^[\w.+-]+/[\w.+-]+(?:\s*;.*)?\Z")
+#: A type and subtype, and parameters on the same line (no line break anywhere).
+MIME_RE = re.compile(r"^[\w.+-]+/[\w.+-]+(?:[ \t]*;[^\r\n]*)?\Z", re.ASCII)
 #: A name a Django template reads as a variable: not a number, a lookup ("a.b") or "_x".
 TEMPLATE_VARIABLE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*\Z")
 
