@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any, ClassVar
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.admin.views.main import ERROR_FLAG
 from django.contrib.auth.models import Group, Permission
 from django.core.exceptions import ValidationError
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import models, router, transaction
+from django.db import DatabaseError, connections, models, router, transaction
 from django.db.models import Count, Q, QuerySet
 from django.forms import ModelMultipleChoiceField
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
 from django.utils.html import format_html
 
 from . import playground, rows
@@ -47,17 +50,64 @@ ACCESS: tuple[str, Any] = (
 )
 
 
+logger = logging.getLogger(__name__)
+
+#: Lookups a change list's query may not use: the admin makes none of them, and a pattern
+#: the database cannot compile fails only as the page renders.
+REFUSED_LOOKUPS = ("__regex", "__iregex")
+
+
 class AppAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
-    """What every admin of the app shares: a change list that refuses a NUL in its query."""
+    """What every admin of the app shares: a change list whose query, however written, is a
+    bad lookup rather than a server error."""
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
-        if any("\x00" in key or "\x00" in value for key, value in _query_items(request)):
+        items = _query_items(request)
+        if any("\x00" in key or "\x00" in value for key, value in items) or any(
+            key.endswith(REFUSED_LOOKUPS) for key, _ in items
+        ):
             # PostgreSQL takes no NUL in a query's text, and the filter or search would fail
             # as the page renders: shown again without it, as Django does for a bad lookup.
-            return HttpResponseRedirect(f"{request.path}?{ERROR_FLAG}=1")
-        return super().changelist_view(request, extra_context)
+            return self._bad_lookup(request)
+        if request.method == "POST" and not self._selected_are_keys(request):
+            messages.warning(request, "The selected items are not ones this list holds.")
+            return HttpResponseRedirect(request.get_full_path())
+        if request.method != "GET" or all(key == ERROR_FLAG for key, _ in items):
+            # Without a query, a failure is not the query's doing, and the page without one
+            # would fail again.
+            return super().changelist_view(request, extra_context)
+        try:
+            # A savepoint: on PostgreSQL a failed query would spoil the request's transaction.
+            with transaction.atomic(using=router.db_for_read(self.model)):
+                response = super().changelist_view(request, extra_context)
+                # The rows are read as the page renders: render it here, to catch that.
+                if isinstance(response, TemplateResponse) and not response.is_rendered:
+                    response.render()
+        except (DatabaseError, ValueError, OverflowError):
+            logger.warning("A change list's query failed", exc_info=True)
+            return self._bad_lookup(request)
+        return response
+
+    def _bad_lookup(self, request: HttpRequest) -> HttpResponse:
+        return HttpResponseRedirect(f"{request.path}?{ERROR_FLAG}=1")
+
+    def _selected_are_keys(self, request: HttpRequest) -> bool:
+        """Whether each item an action was asked for is a primary key the database can hold
+        (a hand-made ``abc`` or a 20-digit number would fail inside Django's action)."""
+        pk = self.model._meta.pk
+        assert pk is not None
+        alias = router.db_for_read(self.model)
+        low, high = connections[alias].ops.integer_field_range(pk.get_internal_type())
+        for value in request.POST.getlist(ACTION_CHECKBOX_NAME):
+            try:
+                key = pk.to_python(value)
+            except ValidationError:
+                return False
+            if key is None or (isinstance(key, int) and not (low is None or low <= key <= high)):
+                return False
+        return True
 
 
 def _query_items(request: HttpRequest) -> list[tuple[str, str]]:

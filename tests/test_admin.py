@@ -182,6 +182,55 @@ def test_a_nul_in_a_changelist_query_is_shown_as_a_bad_lookup(
     assert admin_client.get(response["Location"]).status_code == 200
 
 
+@pytest.mark.parametrize(
+    "query", ["name__regex=(", "name__iregex=[", "id__in=1,99999999999999999999"]
+)
+def test_a_changelist_query_the_database_cannot_run_is_shown_as_a_bad_lookup(
+    admin_client: Client, query: str
+) -> None:
+    Tool.objects.create(name="listed", handler="template", config={"template": "x"})
+    response = admin_client.get(f"/admin/mcp_app/tool/?{query}")
+    if "regex" in query:
+        assert response.status_code == 302
+    # A database that compares the number as it is answers with the list (PostgreSQL).
+    assert response.status_code in (200, 302)
+    if response.status_code == 302:
+        assert response["Location"] == "/admin/mcp_app/tool/?e=1"
+        assert admin_client.get(response["Location"]).status_code == 200
+
+
+def test_a_changelist_failing_without_a_query_is_not_taken_for_a_bad_lookup(
+    admin_client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from django.contrib.admin.views.main import ChangeList
+    from django.db import DatabaseError
+
+    def fail(self: Any, request: Any) -> None:
+        raise DatabaseError("the database is down")
+
+    monkeypatch.setattr(ChangeList, "get_results", fail)
+    with pytest.raises(DatabaseError):
+        admin_client.get("/admin/mcp_app/tool/")
+    response = admin_client.get("/admin/mcp_app/tool/?q=x")
+    assert response["Location"] == "/admin/mcp_app/tool/?e=1"
+
+
+@pytest.mark.parametrize("action", ["enable", "delete_selected"])
+@pytest.mark.parametrize("selected", ["abc", "99999999999999999999", "1.5", ""])
+def test_an_action_on_items_no_row_could_be_is_refused_with_a_message(
+    admin_client: Client, action: str, selected: str
+) -> None:
+    tool = Tool.objects.create(
+        name="kept", handler="template", config={"template": "x"}, enabled=False
+    )
+    data = {"action": action, "_selected_action": [str(tool.pk), selected], "index": 0}
+    response = admin_client.post("/admin/mcp_app/tool/", data)
+    assert response.status_code == 302 and response["Location"] == "/admin/mcp_app/tool/"
+    shown = [str(m) for m in messages.get_messages(response.wsgi_request)]
+    assert shown == ["The selected items are not ones this list holds."]
+    assert Tool.objects.get(pk=tool.pk).enabled is False
+
+
 def test_tool_changelist_says_what_runs(admin_client: Client) -> None:
     Tool.objects.create(name="welcome", handler="template", config={"template": "x"})
     Tool.objects.create(name="add", overrides_code=True, title="Sum")
