@@ -501,6 +501,32 @@ class PromptAdmin(DefinitionAdmin):
                 PromptArgument.objects.filter(pk=pk).update(name=f"-{pk}")
         super().save_formset(request, form, formset, change)
 
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        super().save_related(request, form, formsets, change)
+        for text in _unserved_warnings(form.instance):
+            messages.warning(request, text)
+
+
+def _unserved_warnings(prompt: Prompt) -> list[str]:
+    """The URIs an enabled prompt's messages embed that nothing of its server serves now:
+    getting the prompt fails until something does. A warning, not an error: the resource
+    may well be added next. A URI made from the arguments is not known until then."""
+    server = servers.get(prompt.server)
+    if server is None or not prompt.enabled:
+        return []
+    catalog = server.catalog()
+    unserved = []
+    for raw in prompt.messages.exclude(resource_uri="").values_list("resource_uri", flat=True):
+        uri = raw.strip()
+        if "{" in uri or uri in catalog.resource_map or catalog.find_template(uri) is not None:
+            continue
+        unserved.append(uri)
+    return [
+        f"The prompt “{prompt.name}” embeds {uri}, which no enabled resource or resource "
+        f"template of the server “{prompt.server}” serves: getting the prompt fails until one does."
+        for uri in sorted(set(unserved))
+    ]
+
 
 # -- deleting a group or permission that alone restricts rows -----------------------------
 

@@ -554,6 +554,30 @@ def test_a_message_reading_no_argument_of_the_prompt_is_a_form_error(
     assert "it gives none" in inline_errors(response, "messages")[0]["text"][0]
 
 
+def test_saving_a_prompt_that_embeds_a_uri_nothing_serves_warns(admin_client: Client) -> None:
+    def add(name: str, *uris: str) -> list[str]:
+        embeds = [
+            {"order": str(n), "role": "user", "text": "", "resource_uri": f" {uri} "}
+            for n, uri in enumerate(uris)
+        ]
+        topic = {"order": "0", "name": "topic", "description": "", "title": "", "required": ""}
+        data = prompt_data([topic], embeds, name=name)
+        response = admin_client.post(url("prompt"), data, follow=True)
+        assert response.redirect_chain, inline_errors(response, "messages")
+        return [str(m) for m in response.context["messages"] if "serves" in str(m)]
+
+    # The demo's code resource, a URI its code template serves, a URI made from arguments.
+    assert add("served", "file:///readme.txt", "people://ada", "notes://{{ topic }}") == []
+    assert add("unserved", "notes://nowhere", "file:///readme.txt") == [
+        "The prompt “unserved” embeds notes://nowhere, which no enabled resource or resource "
+        "template of the server “default” serves: getting the prompt fails until one does."
+    ]
+    # Saved all the same: the resource may come next.
+    assert PromptMessage.objects.filter(prompt__name="unserved").count() == 2
+    Resource.objects.create(uri="notes://nowhere", name="nowhere", text="here now")
+    assert add("now-served", "notes://nowhere") == []
+
+
 def test_a_prompt_with_no_message_is_a_form_error(admin_client: Client) -> None:
     response = admin_client.post(url("prompt"), prompt_data(messages=[]))
     assert non_form_errors(response, "messages") == [NO_MESSAGE]
