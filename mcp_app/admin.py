@@ -38,7 +38,7 @@ from .models import (
 )
 from .server import servers
 
-JSON_FIELD = {"form_class": PrettyJSONField, "widget": JSONTextarea}
+JSON_FIELD: dict[str, Any] = {"form_class": PrettyJSONField, "widget": JSONTextarea}
 ACCESS: tuple[str, Any] = (
     "Access",
     {

@@ -36,10 +36,33 @@ MAX_JSON_DEPTH = 64
 _TOO_DEEP = f"JSON may nest at most {MAX_JSON_DEPTH} levels deep."
 
 
+def _once_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            # JSON would keep the last silently: the first was typed for a reason.
+            raise ValueError(f"the key {key!r} is given twice in one object")
+        found[key] = value
+    return found
+
+
+class UniqueKeysDecoder(json.JSONDecoder):
+    """Reads JSON, refusing an object that gives a key twice."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("object_pairs_hook", _once_each)
+        super().__init__(**kwargs)
+
+
 class PrettyJSONField(forms.JSONField):
-    """JSON shown indented, and an empty box (not ``null``) for no value."""
+    """JSON shown indented, and an empty box (not ``null``) for no value; an object giving a
+    key twice is refused."""
 
     widget = JSONTextarea
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs["decoder"] = kwargs.get("decoder") or UniqueKeysDecoder
+        super().__init__(**kwargs)
 
     def to_python(self, value: Any) -> Any:
         try:

@@ -41,6 +41,16 @@ def test_an_integer_past_pythons_digit_limit_is_a_form_error() -> None:
     assert message.startswith("Enter valid JSON: Exceeds the limit (4300 digits)")
 
 
+def test_an_object_giving_a_key_twice_is_a_form_error() -> None:
+    with pytest.raises(forms.ValidationError) as caught:
+        PrettyJSONField().clean('{"template": "A", "nested": {"a": 1, "a": 2}}')
+    assert caught.value.messages == ["Enter valid JSON: the key 'a' is given twice in one object."]
+    assert PrettyJSONField().clean('[{"a": 1}, {"a": 2}]') == [{"a": 1}, {"a": 2}]
+    form = _JSONForm({"value": '{"a": 1, "a": 2}'})
+    assert not form.is_valid()
+    assert "{&quot;a&quot;: 1, &quot;a&quot;: 2}" in str(form["value"])  # shown again as typed
+
+
 def test_a_lone_surrogate_is_refused_and_shown_escaped() -> None:
     field = PrettyJSONField()
     with pytest.raises(forms.ValidationError):
