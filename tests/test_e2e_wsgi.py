@@ -235,3 +235,29 @@ def test_a_server_of_one_worker_refuses_a_listen_stream(single_worker: DemoServe
         after = client.post(single_worker.url, json=discover, headers=discover_headers)
         assert after.status_code == 200
         assert time.monotonic() - started < 5
+
+
+def test_a_refused_body_that_stops_coming_frees_the_one_worker_in_drain_seconds(
+    single_worker: DemoServer,
+) -> None:
+    from mcp_app.transport.views import DRAIN_SECONDS
+
+    parts = urlsplit(single_worker.url)
+    body, headers = modern_request("tools/list")
+    head = {"Content-Type": "application/json", "Content-Length": "5000000", **headers}
+    lines = [f"POST {parts.path} HTTP/1.1", f"Host: {parts.hostname}:{parts.port}"]
+    lines += [f"{name}: {value}" for name, value in head.items()]
+    with socket.create_connection((parts.hostname, parts.port), timeout=30) as sock:
+        # 5 MB said, a few hundred bytes sent, and the connection held open.
+        sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + json.dumps(body).encode())
+        started = time.monotonic()
+        with httpx.Client(timeout=30) as client:
+            # gunicorn's sync worker serves one request at a time: this one waits its turn.
+            after = client.post(single_worker.url, json=body, headers=headers)
+        waited = time.monotonic() - started
+        answer = b""
+        while b"\r\n\r\n" not in answer and (chunk := sock.recv(65536)):
+            answer += chunk
+    assert after.status_code == 200 and "tools" in after.json()["result"]
+    assert DRAIN_SECONDS - 1 < waited < DRAIN_SECONDS + 5
+    assert answer.startswith(b"HTTP/1.1 413"), answer

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+import socket
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -528,6 +530,68 @@ def test_a_chunked_wsgi_body_over_the_limit_is_413(settings: Any) -> None:
     assert isinstance(found, Reply) and found.status == 413
     fits = incoming(chunked(b"x" * 100))
     assert isinstance(fits, Incoming) and len(fits.body) == 100
+
+
+class _Trickle(io.RawIOBase):
+    """A client's body that comes a byte at a time, each after ``pause`` seconds."""
+
+    def __init__(self, pause: float) -> None:
+        self.pause, self.reads = pause, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        time.sleep(self.pause)
+        self.reads += 1
+        buffer[0] = ord("x")
+        return 1
+
+
+def _declaring(length: int, body: Any, **more: Any) -> Any:
+    """A WSGI POST whose input is ``body``, of the ``length`` it says."""
+    from django.core.handlers.wsgi import WSGIRequest
+
+    environ = RequestFactory()._base_environ(
+        REQUEST_METHOD="POST",
+        CONTENT_TYPE="application/json",
+        CONTENT_LENGTH=str(length),
+        **{"wsgi.input": body, **more},
+    )
+    return WSGIRequest(environ)
+
+
+def test_a_refused_body_that_stops_coming_is_waited_for_drain_seconds_at_most(
+    settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings.MCP_APP = {"MAX_BODY_BYTES": 100}
+    monkeypatch.setattr(views, "DRAIN_SECONDS", 0.3)
+    # Where the server gives the socket (gunicorn), a read that waits is cut short.
+    served, client = socket.socketpair()
+    try:
+        client.sendall(b"x" * 200)  # of the 1,000,000 bytes it says it sends
+        request = _declaring(1_000_000, served.makefile("rb"), **{"gunicorn.socket": served})
+        started = time.monotonic()
+        found = incoming(request)
+        assert 0.3 <= time.monotonic() - started < 2
+        assert isinstance(found, Reply) and found.status == 413
+        assert served.gettimeout() is None  # as the server had it
+    finally:
+        served.close()
+        client.close()
+    # Elsewhere, between reads (a server whose reads return what has come: uWSGI, mod_wsgi
+    # and waitress also bound them in their own ways).
+    trickle = _Trickle(0.05)
+    request = _declaring(1_000_000, trickle)
+    started = time.monotonic()
+    found = incoming(request)
+    assert time.monotonic() - started < 2
+    assert isinstance(found, Reply) and found.status == 413
+    assert 1 < trickle.reads < 20
+    # A body that comes whole is read to its end, as before.
+    whole = io.BytesIO(b"x" * 5000)
+    assert isinstance(incoming(_declaring(5000, whole)), Reply)
+    assert whole.tell() == 5000
 
 
 def test_without_input_terminated_no_content_length_is_an_empty_body() -> None:

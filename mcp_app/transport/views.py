@@ -111,14 +111,17 @@ def declared_length(request: HttpRequest) -> int:
 #: closes a connection holding unread bytes resets it, and the client may never read the
 #: answer (RFC 9112, 9.6); one that keeps it open reads them as the next request.
 DRAIN_BYTES = 16 * 1024 * 1024
-#: Longest the lean ASGI route waits for the rest of a refused body.
+#: Longest the wait for the rest of a refused body, by the lean ASGI route and under WSGI.
 DRAIN_SECONDS = 5.0
 
 
 def drain(request: HttpRequest) -> None:
-    """Read and drop what is left of a refused WSGI request's body, up to ``DRAIN_BYTES``.
+    """Read and drop what is left of a refused WSGI request's body, up to ``DRAIN_BYTES``
+    and for up to ``DRAIN_SECONDS``: a client that stops sending would hold the worker.
 
-    Django's ASGI handler has read the body already (the lean ASGI route drains its own).
+    The time is bounded read by read where the server gives the connection's socket
+    (gunicorn), else between reads. Django's ASGI handler has read the body already (the lean
+    ASGI route drains its own).
     """
     if isinstance(request, ASGIRequest):
         return
@@ -135,10 +138,24 @@ def drain(request: HttpRequest) -> None:
         stream = meta.get("wsgi.input") if meta.get("wsgi.input_terminated") else None
     if stream is None:
         return
+    sock = meta.get("gunicorn.socket")
+    timeout = sock.gettimeout() if sock is not None else None
+    deadline = time.monotonic() + DRAIN_SECONDS
     left = DRAIN_BYTES
-    with contextlib.suppress(Exception):  # what cannot be read is the server's to close
-        while left > 0 and (chunk := stream.read(min(65536, left))):
+    try:
+        while left > 0 and (remaining := deadline - time.monotonic()) > 0:
+            if sock is not None:
+                sock.settimeout(remaining)
+            chunk = stream.read(min(65536, left))
+            if not chunk:
+                break
             left -= len(chunk)
+    except Exception:
+        pass  # what cannot be read in time is the server's to close
+    finally:
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.settimeout(timeout)
 
 
 def invalid_length() -> Reply:
