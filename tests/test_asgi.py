@@ -92,7 +92,7 @@ def whoami(arguments: JSON, context: RequestContext) -> str:
 @extra.tool(name="not-a-number", output_schema=None)
 def not_a_number(arguments: JSON, context: RequestContext) -> Any:
     # A handler bug JSON cannot carry; progress first, so the answer can be streamed.
-    context.report_progress(float("nan"), total=1)
+    context.report_progress(0.5, total=1)
     return {"ratio": float("nan")}
 
 
@@ -1098,7 +1098,7 @@ def test_a_streamed_answer_holding_nan_ends_with_an_internal_error(app: Route) -
     )
     assert done.headers["content-type"] == "text/event-stream"
     progress, final = done.messages()
-    assert progress["params"]["progress"] is None
+    assert progress["params"]["progress"] == 0.5
     assert final == INTERNAL_ERROR
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -144,6 +145,21 @@ def test_progress_is_sent_only_when_it_increases() -> None:
         ctx.report_progress(value)
     assert [m["params"]["progress"] for m in sent] == [1, 3, 3.5]
     assert all(m["params"]["progressToken"] == 0 for m in sent)
+
+
+@pytest.mark.parametrize(
+    ("progress", "total"),
+    [(float("nan"), None), (float("inf"), None), (1, float("nan")), (Decimal("NaN"), None)],
+)
+def test_progress_that_no_json_number_carries_is_refused(progress: Any, total: Any) -> None:
+    for token in ("t", None):  # a bug, whether or not this client asked for progress
+        ctx, sent = collecting(progress_token=token)
+        with pytest.raises(ValueError, match="must be a finite number"):
+            ctx.report_progress(progress, total)
+        assert sent == []
+    ctx, sent = collecting(progress_token="t")
+    ctx.report_progress(Decimal("1.5"), 3.0)
+    assert sent[0]["params"]["progress"] == Decimal("1.5")
 
 
 def test_progress_after_cancellation_sends_nothing() -> None:

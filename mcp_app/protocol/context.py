@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Coroutine, Mapping
+from decimal import Decimal
+from math import isfinite
 from typing import Any
 
 from . import jsonrpc, versions
@@ -129,7 +131,15 @@ class RequestContext:
     def report_progress(
         self, progress: float, total: float | None = None, message: str | None = None
     ) -> None:
-        """Send ``notifications/progress`` if the client asked for progress; else do nothing."""
+        """Send ``notifications/progress`` if the client asked for progress; else do nothing.
+
+        Raises:
+            ValueError: ``progress`` or ``total`` is not a finite number (no JSON number
+                carries NaN or infinity, and the notification requires one).
+        """
+        for name, value in (("progress", progress), ("total", total)):
+            if isinstance(value, float | Decimal) and not isfinite(value):
+                raise ValueError(f"{name} must be a finite number, not {value!r}")
         if self.progress_token is None or self.is_cancelled:
             return
         if self._last_progress is not None and progress <= self._last_progress:
