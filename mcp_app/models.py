@@ -147,6 +147,15 @@ def _check_name(errors: Errors, name: str, kind: str) -> None:
         )
 
 
+def _check_meets(errors: Errors, field: str, code: Any, row: Any, lead: str) -> None:
+    """A restyling row's schema in ``field`` that no value passing the code's could pass."""
+    if not isinstance(row, dict):
+        return
+    clashes = schema_module.incompatible(code, row, ("the code tool's schema", "this one"))
+    if clashes:
+        _add(errors, field, f"{lead}, so every call would fail: {'; '.join(clashes)}.")
+
+
 def _check_template(errors: Errors, field: str, source: str) -> None:
     problem = rows.template_error(source)
     if problem:
@@ -457,28 +466,24 @@ class Tool(Definition):
                     "The code tool declares no output schema, so its results carry no "
                     "structured content for one to describe: every call would fail.",
                 )
-            elif code is not None and isinstance(self.output_schema, dict):
+            elif code is not None:
                 # The code's results, which follow its schema, must pass this one too.
-                names = ("the code tool's schema", "this one")
-                clashes = schema_module.incompatible(code.output_schema, self.output_schema, names)
-                if clashes:
-                    _add(
-                        errors,
-                        "output_schema",
-                        "No result the code tool's schema allows could pass this one, so every "
-                        f"call would fail: {'; '.join(clashes)}.",
-                    )
-            if code is not None and isinstance(self.input_schema, dict):
+                _check_meets(
+                    errors,
+                    "output_schema",
+                    code.output_schema,
+                    self.output_schema,
+                    "No result the code tool's schema allows could pass this one",
+                )
+            if code is not None:
                 # Arguments must pass the code's schema as well as this one.
-                names = ("the code tool's schema", "this one")
-                clashes = schema_module.incompatible(code.input_schema, self.input_schema, names)
-                if clashes:
-                    _add(
-                        errors,
-                        "input_schema",
-                        "No arguments could pass both this schema and the code tool's, so "
-                        f"every call would fail: {'; '.join(clashes)}.",
-                    )
+                _check_meets(
+                    errors,
+                    "input_schema",
+                    code.input_schema,
+                    self.input_schema,
+                    "No arguments could pass both this schema and the code tool's",
+                )
             return
         if not self.handler:
             _add(errors, "handler", "Choose what runs when the tool is called.")

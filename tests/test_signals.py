@@ -250,26 +250,35 @@ def test_a_failing_publisher_does_not_undo_the_edit(
     assert "delivery is down" in caplog.text
 
 
-def test_a_resource_s_former_file_leaves_storage_once_no_row_names_it(
-    settings: Any, tmp_path: Any
-) -> None:
-    from django.core.files.uploadedfile import SimpleUploadedFile
-
+@pytest.fixture
+def filed(settings: Any, tmp_path: Any) -> tuple[Any, Resource]:
+    """The resources' storage, in a folder of the test's, and a row holding a file there."""
     settings.MEDIA_ROOT = str(tmp_path)
     storage = Resource._meta.get_field("file").storage  # type: ignore[attr-defined]
-    row = Resource.objects.create(
-        uri="notes://filed", name="filed", file=SimpleUploadedFile("a.txt", b"first")
-    )
+    row = Resource.objects.create(uri="notes://filed", name="filed", file=upload("a.txt", b"first"))
+    return storage, row
+
+
+def upload(name: str, content: bytes) -> Any:
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    return SimpleUploadedFile(name, content)
+
+
+def test_a_resource_s_former_file_leaves_storage_once_no_row_names_it(
+    filed: tuple[Any, Resource],
+) -> None:
+    storage, row = filed
     first = row.file.name
     assert storage.exists(first)
     # Replaced: the new file is kept, the old one goes.
-    row.file = SimpleUploadedFile("b.txt", b"second")
+    row.file = upload("b.txt", b"second")
     row.save()
     second = row.file.name
     assert storage.exists(second) and not storage.exists(first)
     # A replacement rolled back keeps the file the row still names.
     with pytest.raises(Boom), transaction.atomic():
-        row.file = SimpleUploadedFile("c.txt", b"third")
+        row.file = upload("c.txt", b"third")
         row.save()
         raise Boom
     row.refresh_from_db()
@@ -285,15 +294,11 @@ def test_a_resource_s_former_file_leaves_storage_once_no_row_names_it(
 
 
 def test_a_file_storage_cannot_delete_leaves_the_edit_standing(
-    settings: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    filed: tuple[Any, Resource],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from django.core.files.uploadedfile import SimpleUploadedFile
-
-    settings.MEDIA_ROOT = str(tmp_path)
-    storage = Resource._meta.get_field("file").storage  # type: ignore[attr-defined]
-    row = Resource.objects.create(
-        uri="notes://kept", name="kept", file=SimpleUploadedFile("a.txt", b"first")
-    )
+    storage, row = filed
     name = row.file.name
 
     def refuse(name: str) -> None:
