@@ -55,6 +55,8 @@ logger = logging.getLogger(__name__)
 #: Lookups a change list's query may not use: the admin makes none of them, and a pattern
 #: the database cannot compile fails only as the page renders.
 REFUSED_LOOKUPS = ("__regex", "__iregex")
+#: A change list's own query keys, not filters: the page, ordering, search, and the like.
+PAGE_KEYS = frozenset({ERROR_FLAG, "o", "p", "q", "all", "_popup", "_to_field"})
 
 
 class AppAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
@@ -74,9 +76,10 @@ class AppAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         if request.method == "POST" and not self._selected_are_keys(request):
             messages.warning(request, "The selected items are not ones this list holds.")
             return HttpResponseRedirect(request.get_full_path())
-        if request.method != "GET" or all(key == ERROR_FLAG for key, _ in items):
-            # Without a query, a failure is not the query's doing, and the page without one
-            # would fail again.
+        if request.method != "GET" or all(key in PAGE_KEYS for key, _ in items):
+            # Without a filter, a failure is not the query's doing (and the page without one
+            # would fail again); Django checks its own keys. Left unrendered, for a subclass
+            # or middleware to change.
             return super().changelist_view(request, extra_context)
         try:
             # A savepoint: on PostgreSQL a failed query would spoil the request's transaction.
@@ -85,7 +88,7 @@ class AppAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
                 # The rows are read as the page renders: render it here, to catch that.
                 if isinstance(response, TemplateResponse) and not response.is_rendered:
                     response.render()
-        except (DatabaseError, ValueError, OverflowError):
+        except (DatabaseError, OverflowError):
             logger.warning("A change list's query failed", exc_info=True)
             return self._bad_lookup(request)
         return response
@@ -98,14 +101,20 @@ class AppAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         (a hand-made ``abc`` or a 20-digit number would fail inside Django's action)."""
         pk = self.model._meta.pk
         assert pk is not None
-        alias = router.db_for_read(self.model)
-        low, high = connections[alias].ops.integer_field_range(pk.get_internal_type())
+        ops = connections[router.db_for_read(self.model)].ops
+        kind = pk.get_internal_type()
+        # Only the integer types have a range (a task's key is text).
+        low, high = (
+            ops.integer_field_range(kind) if kind in ops.integer_field_ranges else (None, None)
+        )
         for value in request.POST.getlist(ACTION_CHECKBOX_NAME):
             try:
                 key = pk.to_python(value)
             except ValidationError:
                 return False
-            if key is None or (isinstance(key, int) and not (low is None or low <= key <= high)):
+            if key is None or key == "":
+                return False
+            if isinstance(key, int) and not (low is None or high is None or low <= key <= high):
                 return False
         return True
 

@@ -88,6 +88,8 @@ DEFAULTS: dict[str, Any] = {
     "AUDIT": True,
     # Keep each call's arguments in its audit row.
     "AUDIT_ARGUMENTS": False,
+    # Delete a resource row's former upload from storage once no row names it.
+    "DELETE_REPLACED_FILES": False,
     # Days mcp_audit_clean keeps audit rows; None keeps them for ever.
     "AUDIT_RETENTION_DAYS": 30,
     # Seconds an audit row may wait before a background thread writes it (with the rows queued
@@ -370,6 +372,10 @@ class Settings:
     @_setting
     def AUDIT_ARGUMENTS(self) -> bool:
         return bool(self._get("AUDIT_ARGUMENTS"))
+
+    @_setting
+    def DELETE_REPLACED_FILES(self) -> bool:
+        return bool(self._get("DELETE_REPLACED_FILES"))
 
     @_setting
     def AUDIT_RETENTION_DAYS(self) -> int | None:

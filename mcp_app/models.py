@@ -517,7 +517,11 @@ def resource_upload_to(instance: Any, filename: str) -> str:
     """An uploaded file's name in its storage: a folder of its own, named by 128 random bits,
     so that a storage the site serves (``MEDIA_URL``, a public bucket) gives no one a way to
     guess it; the file keeps its own name within."""
-    return f"mcp_app/resources/{secrets.token_urlsafe(16)}/{filename}"
+    return f"{UPLOADS}{secrets.token_urlsafe(16)}/{filename}"
+
+
+#: Where uploaded resource files go in their storage.
+UPLOADS = "mcp_app/resources/"
 
 
 OCTET_STREAM = "application/octet-stream"

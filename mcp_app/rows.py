@@ -801,6 +801,10 @@ def _unreversed(template: Template) -> str | None:
             reverse(values[0], args=args, kwargs=dict(zip(node.kwargs, rest, strict=True)))
         except NoReverseMatch as exc:
             return f"Template error: {{% url %}} names no URL of the site ({exc})"
+        except Exception:
+            # The site's URLs cannot be read now (an import error among them): not the row's
+            # doing, and judged when it renders.
+            logger.warning("Could not check a row template's {% url %}", exc_info=True)
     return None
 
 

@@ -10,7 +10,9 @@ from django.db.models import Model
 from django.db.models.signals import post_delete, post_save, pre_save
 
 from . import rows
+from .conf import conf
 from .models import (
+    UPLOADS,
     Definition,
     Prompt,
     PromptArgument,
@@ -70,11 +72,15 @@ def _before_save(sender: type[Model], instance: Any, raw: bool, using: str, **kw
     instance.__dict__[_BEFORE] = _stored(sender, instance, using)
 
 
-def _after_save(sender: type[Model], instance: Any, using: str, **kwargs: Any) -> None:
+def _after_save(
+    sender: type[Model], instance: Any, using: str, raw: bool = False, **kwargs: Any
+) -> None:
     before = instance.__dict__.pop(_BEFORE, None)
     _record(instance.KIND, before, _state(instance), using)
-    if before is not None and before.get("file") and before["file"] != instance.file.name:
-        _let_go_of(before["file"], using)
+    former = before.get("file") if before is not None else None
+    # Loading fixtures (a raw save) replaces no one's upload.
+    if former and former != instance.file.name and not raw:
+        _let_go_of(former, using)
 
 
 def _after_delete(sender: type[Model], instance: Any, using: str, **kwargs: Any) -> None:
@@ -84,9 +90,11 @@ def _after_delete(sender: type[Model], instance: Any, using: str, **kwargs: Any)
 
 
 def _let_go_of(name: str, using: str) -> None:
-    """Delete a resource's former file from storage once the change commits, unless a row
-    still names it (a copy saved as new): left there, content staff replaced or deleted
-    would stay in storage, and reachable wherever the site serves that storage."""
+    """With ``DELETE_REPLACED_FILES``, delete a resource's former upload from storage once
+    the change commits, unless a row still names it (a copy saved as new). Only what the
+    admin uploaded (``mcp_app/resources/``): a row may name any file of the storage."""
+    if not conf.DELETE_REPLACED_FILES or not name.startswith(UPLOADS):
+        return
 
     def delete() -> None:
         if Resource._default_manager.using(using).filter(file=name).exists():

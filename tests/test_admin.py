@@ -211,8 +211,11 @@ def test_a_changelist_failing_without_a_query_is_not_taken_for_a_bad_lookup(
     monkeypatch.setattr(ChangeList, "get_results", fail)
     with pytest.raises(DatabaseError):
         admin_client.get("/admin/mcp_app/tool/")
-    response = admin_client.get("/admin/mcp_app/tool/?q=x")
+    response = admin_client.get("/admin/mcp_app/tool/?server=default")
     assert response["Location"] == "/admin/mcp_app/tool/?e=1"
+    # Searching, ordering or paging is no filter: the page is Django's, left unrendered.
+    with pytest.raises(DatabaseError):
+        admin_client.get("/admin/mcp_app/tool/?q=x&o=1&p=1")
 
 
 @pytest.mark.parametrize("action", ["enable", "delete_selected"])
@@ -229,6 +232,21 @@ def test_an_action_on_items_no_row_could_be_is_refused_with_a_message(
     shown = [str(m) for m in messages.get_messages(response.wsgi_request)]
     assert shown == ["The selected items are not ones this list holds."]
     assert Tool.objects.get(pk=tool.pk).enabled is False
+
+
+def test_an_action_on_tasks_is_served_on_any_database(
+    admin_client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from django.db import connection
+    from django.db.backends.base.operations import BaseDatabaseOperations
+
+    # As PostgreSQL's: a range for the integer types only (a task's key is text).
+    monkeypatch.setattr(
+        type(connection.ops), "integer_field_range", BaseDatabaseOperations.integer_field_range
+    )
+    data = {"action": "delete_selected", "_selected_action": ["no-such-task"], "index": 0}
+    response = admin_client.post("/admin/mcp_app/task/", data)
+    assert response.status_code in (200, 302)
 
 
 def test_tool_changelist_says_what_runs(admin_client: Client) -> None:

@@ -542,6 +542,19 @@ def test_a_row_template_s_url_given_only_literals_must_reverse() -> None:
     assert rows.render_template("{% url 'admin:index' %}", {}) == "/admin/"
 
 
+def test_a_row_template_s_url_is_not_refused_when_the_site_s_urls_cannot_be_read(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import django.urls
+
+    def broken(*args: Any, **kwargs: Any) -> str:
+        raise ImportError("a URLconf that does not import")
+
+    monkeypatch.setattr(django.urls, "reverse", broken)
+    assert rows.template_error("{% url 'nope' %}") is None
+    assert "a URLconf that does not import" in caplog.text
+
+
 def test_a_row_template_may_not_print_its_context_with_debug() -> None:
     # With DEBUG on, {% debug %} also prints every imported module to the row's reader.
     problem = rows.template_error("{% debug %}")

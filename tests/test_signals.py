@@ -252,8 +252,10 @@ def test_a_failing_publisher_does_not_undo_the_edit(
 
 @pytest.fixture
 def filed(settings: Any, tmp_path: Any) -> tuple[Any, Resource]:
-    """The resources' storage, in a folder of the test's, and a row holding a file there."""
+    """The resources' storage, in a folder of the test's, and a row holding a file there;
+    former files deleted."""
     settings.MEDIA_ROOT = str(tmp_path)
+    settings.MCP_APP = {**getattr(settings, "MCP_APP", {}), "DELETE_REPLACED_FILES": True}
     storage = Resource._meta.get_field("file").storage  # type: ignore[attr-defined]
     row = Resource.objects.create(uri="notes://filed", name="filed", file=upload("a.txt", b"first"))
     return storage, row
@@ -291,6 +293,28 @@ def test_a_resource_s_former_file_leaves_storage_once_no_row_names_it(
     copy.file, copy.text = "", "now text"
     copy.save()
     assert not storage.exists(second)
+
+
+def test_only_the_app_s_own_uploads_are_deleted_and_only_when_asked(
+    filed: tuple[Any, Resource], settings: Any
+) -> None:
+    storage, row = filed
+    # A row may name any file of the storage: one the admin did not upload stays.
+    theirs = storage.save("uploads/logo.png", upload("logo.png", b"png"))
+    Resource.objects.create(uri="notes://logo", name="logo", file=theirs).delete()
+    assert storage.exists(theirs)
+    # Loading fixtures (a raw save) replaces no one's upload.
+    first = row.file.name
+    row.file = theirs
+    row.save_base(raw=True)
+    assert storage.exists(first)
+    # Off, as by default: every file stays, as Django leaves them.
+    settings.MCP_APP = {**settings.MCP_APP, "DELETE_REPLACED_FILES": False}
+    row.refresh_from_db()
+    row.file = upload("b.txt", b"second")
+    row.save()
+    row.delete()
+    assert storage.exists(first) and storage.exists(row.file.name)
 
 
 def test_a_file_storage_cannot_delete_leaves_the_edit_standing(

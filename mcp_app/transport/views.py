@@ -14,6 +14,8 @@ import functools
 import logging
 import os
 import signal
+import socket
+import threading
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -119,8 +121,8 @@ def drain(request: HttpRequest) -> None:
     """Read and drop what is left of a refused WSGI request's body, up to ``DRAIN_BYTES``
     and for up to ``DRAIN_SECONDS``: a client that stops sending would hold the worker.
 
-    The time is bounded read by read where the server gives the connection's socket
-    (gunicorn), else between reads. Django's ASGI handler has read the body already (the lean
+    Where the server gives the connection's socket (gunicorn) a read still waiting at the
+    deadline is ended; elsewhere the time is checked between reads. Django's ASGI handler has read the body already (the lean
     ASGI route drains its own).
     """
     if isinstance(request, ASGIRequest):
@@ -139,13 +141,17 @@ def drain(request: HttpRequest) -> None:
     if stream is None:
         return
     sock = meta.get("gunicorn.socket")
-    timeout = sock.gettimeout() if sock is not None else None
+    stop = None
+    if sock is not None:
+        # A read waits for all it asked for, which a client sending a byte at a time never
+        # completes: at the deadline, reading ends (the connection then ends too).
+        stop = threading.Timer(DRAIN_SECONDS, _stop_reading, (sock,))
+        stop.daemon = True
+        stop.start()
     deadline = time.monotonic() + DRAIN_SECONDS
     left = DRAIN_BYTES
     try:
-        while left > 0 and (remaining := deadline - time.monotonic()) > 0:
-            if sock is not None:
-                sock.settimeout(remaining)
+        while left > 0 and time.monotonic() < deadline:
             chunk = stream.read(min(65536, left))
             if not chunk:
                 break
@@ -153,9 +159,13 @@ def drain(request: HttpRequest) -> None:
     except Exception:
         pass  # what cannot be read in time is the server's to close
     finally:
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.settimeout(timeout)
+        if stop is not None:
+            stop.cancel()
+
+
+def _stop_reading(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RD)
 
 
 def invalid_length() -> Reply:
