@@ -563,45 +563,38 @@ def _declaring(length: int, body: Any, **more: Any) -> Any:
     return WSGIRequest(environ)
 
 
+def _trickle(client: socket.socket, pause: float | None, done: threading.Event) -> None:
+    """A byte every ``pause`` seconds until ``done`` (none if ``pause`` is None)."""
+    with contextlib.suppress(OSError):
+        while pause is not None and not done.wait(pause):
+            client.sendall(b"x")
+
+
 def test_a_refused_body_that_stops_coming_is_waited_for_drain_seconds_at_most(
     settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings.MCP_APP = {"MAX_BODY_BYTES": 100}
     monkeypatch.setattr(views, "DRAIN_SECONDS", 0.3)
-    # Where the server gives the socket (gunicorn), a read that waits is cut short.
-    served, client = socket.socketpair()
-    try:
+    # Where the server gives the socket (gunicorn), a read that waits is cut short: one for
+    # a client that stopped, and one for a client sending a byte at a time.
+    for pause in (None, 0.05):
+        served, client = socket.socketpair()
         client.sendall(b"x" * 200)  # of the 1,000,000 bytes it says it sends
-        request = _declaring(1_000_000, served.makefile("rb"), **{"gunicorn.socket": served})
-        started = time.monotonic()
-        found = incoming(request)
-        assert 0.3 <= time.monotonic() - started < 2
-        assert isinstance(found, Reply) and found.status == 413
-    finally:
-        served.close()
-        client.close()
-    # Nor one that trickles, a byte at a time, into a read asking for more.
-    served, client = socket.socketpair()
-    sending = threading.Event()
+        sending = threading.Event()
 
-    def trickle() -> None:
-        with contextlib.suppress(OSError):
-            while not sending.wait(0.05):
-                client.sendall(b"x")
-
-    sender = threading.Thread(target=trickle, daemon=True)
-    try:
-        sender.start()
-        request = _declaring(1_000_000, served.makefile("rb"), **{"gunicorn.socket": served})
-        started = time.monotonic()
-        found = incoming(request)
-        assert 0.3 <= time.monotonic() - started < 2
-        assert isinstance(found, Reply) and found.status == 413
-    finally:
-        sending.set()
-        sender.join(2)
-        served.close()
-        client.close()
+        sender = threading.Thread(target=_trickle, args=(client, pause, sending), daemon=True)
+        try:
+            sender.start()
+            request = _declaring(1_000_000, served.makefile("rb"), **{"gunicorn.socket": served})
+            started = time.monotonic()
+            found = incoming(request)
+            assert 0.3 <= time.monotonic() - started < 2
+            assert isinstance(found, Reply) and found.status == 413
+        finally:
+            sending.set()
+            sender.join(2)
+            served.close()
+            client.close()
     # Elsewhere, between reads (a server whose reads return what has come: uWSGI, mod_wsgi
     # and waitress also bound them in their own ways).
     trickle = _Trickle(0.05)
