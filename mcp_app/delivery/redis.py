@@ -189,9 +189,11 @@ class RedisBackend(SinkTable, Backend):
         # are told once they are subscribed again.
         gap = False
         while not listener.stop.is_set():
-            pubsub = None
+            pubsub: redis.client.PubSub | None = None
             try:
-                pubsub = self._client().pubsub()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+                # Typed through Any: redis-py types these calls in some releases and not others.
+                client: Any = self._client()
+                pubsub = client.pubsub()
                 pubsub.subscribe(listener.control)
                 subscribed: set[str] = set()
                 last_heard, pinged = time.monotonic(), False
@@ -285,7 +287,8 @@ class RedisBackend(SinkTable, Backend):
         if new:
             pubsub.subscribe(*(self._prefix + name for name in sorted(new)))
         if gone:
-            pubsub.unsubscribe(*(self._prefix + name for name in sorted(gone)))  # type: ignore[no-untyped-call]
+            untyped: Any = pubsub
+            untyped.unsubscribe(*(self._prefix + name for name in sorted(gone)))
         return wanted
 
     def _handle(self, listener: _Listener, item: dict[str, Any]) -> bool:
