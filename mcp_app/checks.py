@@ -24,7 +24,8 @@
 #
 # Connection warnings (check --database <alias>, and migrate): W005 the delivery backend cannot
 # be reached, W009 a stored row's Django template no longer compiles (a library that
-# ROW_TEMPLATE_LIBRARIES no longer allows, say). Connecting is kept to commands that ask for
+# ROW_TEMPLATE_LIBRARIES no longer allows, say), W013 a stored tool row's JSON Schema the
+# validator cannot use (an unknown $schema, say). Connecting is kept to commands that ask for
 # it, as Django does for its own database checks, so runserver and shell never wait on a dead
 # Redis.
 
@@ -799,20 +800,69 @@ def check_row_templates(
         problem = template_error(source)
         if problem:
             broken.append(f"{label}: {' '.join(problem.split())}")
+    return _broken_rows(
+        broken,
+        "stored template(s) no longer compile, so calling them fails",
+        hint="Edit these rows in the admin, or add the library they load to "
+        "MCP_APP['ROW_TEMPLATE_LIBRARIES'] if whoever edits rows may use it.",
+        id="mcp_app.W009",
+    )
+
+
+@register(Tags.database)
+def check_row_schemas(
+    app_configs: Any = None, databases: Sequence[str] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """Check the JSON Schemas of the enabled tool rows against the validator, when the command
+    asked for checks that connect: a row saved under rules since tightened (an unknown
+    ``$schema`` read as 2020-12, say) fails only when it is called."""
+    if databases is None:
+        return []
+    from django.db import router
+
+    from .models import CatalogGeneration, Tool
+    from .schema import SchemaError
+    from .server import servers
+
+    alias = router.db_for_write(CatalogGeneration)
+    if alias not in databases:
+        return []
+    broken: list[str] = []
+    rows = Tool.objects.filter(enabled=True).values_list(
+        "pk", "server", "name", "input_schema", "output_schema"
+    )
+    for pk, server_name, name, *schemas in _read(alias, rows):
+        server = servers.get(server_name)
+        if server is None:
+            continue  # a row of a server no longer registered is served by none
+        try:
+            # The validator the row's calls use; one that cannot be made is E007's finding.
+            validator = server.engine.validator()
+        except Exception:
+            continue
+        for field, schema in zip(("input_schema", "output_schema"), schemas, strict=True):
+            if schema is None:
+                continue
+            try:
+                validator.check_schema(schema)
+            except SchemaError as exc:
+                broken.append(f"tool {name!r} (id {pk}), {field}: {exc}")
+    return _broken_rows(
+        broken,
+        "stored schema(s) cannot be used, so calling their tools fails",
+        hint="Edit these rows in the admin; it names what each schema needs.",
+        id="mcp_app.W013",
+    )
+
+
+def _broken_rows(broken: list[str], what: str, *, hint: str, id: str) -> list[CheckMessage]:
+    """One warning naming the first ``LISTED_ROWS`` of ``broken`` and counting the rest."""
     if not broken:
         return []
     listed = broken[:LISTED_ROWS]
     if len(broken) > len(listed):
         listed.append(f"and {len(broken) - len(listed)} more")
-    return [
-        Warning(
-            f"{len(broken)} stored template(s) no longer compile, so calling them fails:\n  "
-            + "\n  ".join(listed),
-            hint="Edit these rows in the admin, or add the library they load to "
-            "MCP_APP['ROW_TEMPLATE_LIBRARIES'] if whoever edits rows may use it.",
-            id="mcp_app.W009",
-        )
-    ]
+    return [Warning(f"{len(broken)} {what}:\n  " + "\n  ".join(listed), hint=hint, id=id)]
 
 
 def _stored_templates(alias: str) -> Iterator[tuple[str, str]]:

@@ -49,6 +49,15 @@ _SUPPORTED = frozenset(
     }
 )
 
+#: The ``$schema`` values of the supported dialects, as their meta-schemas spell them.
+_DIALECT_URIS = (
+    "https://json-schema.org/draft/2020-12/schema",
+    "https://json-schema.org/draft/2019-09/schema",
+    "http://json-schema.org/draft-07/schema#",
+    "http://json-schema.org/draft-06/schema#",
+    "http://json-schema.org/draft-04/schema#",
+)
+
 # Longest rendering of a value inside a message; instances can be arbitrarily large.
 _SHOW_LIMIT = 60
 
@@ -122,8 +131,8 @@ class Validator(Protocol):
 class JSONSchemaValidator(Validator):
     """The default validator: the ``jsonschema`` package, offline, with format checking.
 
-    The dialect is draft 2020-12 unless the schema's ``$schema`` names draft 4, 6, 7 or 2019-09
-    (an unknown ``$schema`` also means 2020-12). Only references the schema itself resolves
+    The dialect is draft 2020-12 unless the schema's ``$schema`` names draft 4, 6, 7 or 2019-09;
+    any other ``$schema`` is a SchemaError. Only references the schema itself resolves
     (``#/$defs/...``, ``$anchor``, ``$id``) and the official meta-schemas are followed; any
     other ``$ref`` is a SchemaError rather than a network fetch.
     """
@@ -849,10 +858,14 @@ def _validator_class(schema: Schema) -> Any:
     dialect = schema.get("$schema") if isinstance(schema, Mapping) else None
     if dialect is not None and not isinstance(dialect, str):
         raise SchemaError(f"expected string, got {_json_type(dialect)}", "/$schema")
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    if dialect is None:
+        return jsonschema.Draft202012Validator
+    # A dialect this validator does not know is refused, not read as 2020-12: MCP requires an
+    # error naming the unsupported dialect, and its keywords may mean something else.
+    cls = jsonschema.validators.validator_for(schema, default=None)
     if cls not in _SUPPORTED:
         raise SchemaError(
-            f"unsupported dialect {dialect!r}; use draft-04, -06, -07, 2019-09 or 2020-12",
+            f"unsupported dialect {dialect!r}; use one of {', '.join(_DIALECT_URIS)}",
             "/$schema",
         )
     return cls

@@ -16,6 +16,7 @@ from rest_framework.throttling import ScopedRateThrottle, SimpleRateThrottle
 from mcp_app.checks import (
     check_delivery,
     check_deployment,
+    check_row_schemas,
     check_row_templates,
     check_settings,
 )
@@ -694,6 +695,57 @@ def test_a_table_w009_cannot_read_yet_leaves_the_others_checked(monkeypatch: Any
     assert "resource template 'notes'" in message.msg
     # The failed read spoiled no transaction around it.
     assert ResourceTemplate.objects.count() == 1
+
+
+# -- W013: stored schemas -------------------------------------------------------------------
+
+UNKNOWN_DIALECT = {"$schema": "https://example.com/dialect", "type": "object"}
+
+
+class LenientValidator(JSONSchemaValidator):
+    """Used through MCP_APP["VALIDATOR"]: takes any schema."""
+
+    def check_schema(self, schema: Any) -> None:
+        pass
+
+
+@pytest.mark.django_db
+def test_stored_schemas_the_validator_cannot_use_are_w013_when_asked() -> None:
+    from django.core.management import call_command
+
+    from mcp_app.models import Tool
+
+    assert checks.Tags.database in check_row_schemas.tags  # type: ignore[attr-defined]
+    # Rows saved under rules since tightened, or written around the admin's forms.
+    template = {"template": "{{ a }}"}
+    Tool.objects.create(name="fine", handler="template", config=template)
+    Tool.objects.create(name="dialect", handler="template", config=template)
+    Tool.objects.filter(name="dialect").update(input_schema=UNKNOWN_DIALECT)
+    Tool.objects.create(name="out", handler="template", config=template)
+    Tool.objects.filter(name="out").update(output_schema={"type": 12})
+    Tool.objects.create(name="off", handler="template", config=template, enabled=False)
+    Tool.objects.filter(name="off").update(input_schema=UNKNOWN_DIALECT)
+
+    assert check_row_schemas(databases=None) == []  # connects only when asked
+    assert check_row_schemas(databases=["other"]) == []  # only the databases named
+    [message] = check_row_schemas(databases=["default"])
+    assert message.id == "mcp_app.W013"
+    assert message.msg.startswith("2 stored schema(s) cannot be used")
+    assert "tool 'dialect' (id " in message.msg
+    assert "input_schema: invalid schema at /$schema: unsupported dialect" in message.msg
+    assert (
+        "tool 'out' (id " in message.msg and "output_schema: invalid schema at /type" in message.msg
+    )
+    for never_called in ("'fine'", "'off'"):
+        assert never_called not in message.msg
+
+    out = io.StringIO()
+    call_command("check", "--database", "default", stdout=out, stderr=out)
+    assert "mcp_app.W013" in out.getvalue()
+
+    # The validator the calls use judges: one that takes every schema finds nothing.
+    with override_settings(MCP_APP={"VALIDATOR": f"{__name__}.LenientValidator"}):
+        assert check_row_schemas(databases=["default"]) == []
 
 
 # -- W011: an endpoint routed under a path that ends in a slash -----------------------------

@@ -109,6 +109,11 @@ def test_a_template_tool_is_valid() -> None:
             "input_schema",
             "x-mcp-header of 'r' needs \"type\" string, integer or boolean (not number).",
         ),
+        (
+            {"input_schema": {"$schema": "https://example.com/dialect", "type": "object"}},
+            "input_schema",
+            "invalid schema at /$schema: unsupported dialect 'https://example.com/dialect'",
+        ),
         ({"output_schema": {"type": 12}}, "output_schema", "invalid schema at /type"),
         ({"output_schema": {"type": "object"}}, "output_schema", "returns text"),
         ({"annotations": {"readOnlyHint": "yes"}}, "annotations", "/readOnlyHint"),

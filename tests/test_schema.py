@@ -358,9 +358,39 @@ def test_draft2019_dependent_required_vs_draft7():
     assert validate({"$schema": DRAFT7, **schema}, {"a": 1}) == []
 
 
-def test_unknown_dialect_means_2020_12():
-    schema = {"$schema": "https://example.com/my-dialect", "prefixItems": [{"type": "string"}]}
-    assert messages(schema, [1]) == ["at /0: expected string, got integer"]
+@pytest.mark.parametrize(
+    "dialect",
+    [
+        "https://example.com/my-dialect",
+        "",
+        # Near misses of official identifiers name no meta-schema either.
+        "http://json-schema.org/draft/2020-12/schema",
+        "https://json-schema.org/draft-07/schema",
+    ],
+)
+def test_an_unknown_dialect_is_refused_by_name(dialect):
+    error = schema_error({"$schema": dialect, "prefixItems": [{"type": "string"}]})
+    assert error.pointer == "/$schema"
+    assert error.reason.startswith(f"unsupported dialect {dialect!r}; use one of ")
+    assert "https://json-schema.org/draft/2020-12/schema" in error.reason
+
+
+@pytest.mark.parametrize(
+    "dialect",
+    [
+        "https://json-schema.org/draft/2020-12/schema",
+        "https://json-schema.org/draft/2020-12/schema#",
+        DRAFT2019,
+        DRAFT7,
+        "http://json-schema.org/draft-07/schema",
+        DRAFT6,
+        DRAFT4,
+    ],
+)
+def test_every_supported_dialect_is_named_as_its_meta_schema_spells_it(dialect):
+    assert messages({"$schema": dialect, "type": "string"}, 1) == [
+        "at the root: expected string, got integer"
+    ]
 
 
 def test_draft3_is_refused():

@@ -487,6 +487,18 @@ def test_invalid_name_is_refused_before_registering(server: mcp_app.Server) -> N
     assert server.generation == 0
 
 
+def test_a_schema_naming_an_unknown_dialect_is_refused_at_registration(
+    server: mcp_app.Server,
+) -> None:
+    with pytest.raises(SchemaError) as raised:
+        server.add_tool(
+            first_handler, input_schema={"$schema": "https://example.com/d", "type": "object"}
+        )
+    assert raised.value.pointer == "/$schema"
+    assert raised.value.reason.startswith("unsupported dialect 'https://example.com/d'; use one of")
+    assert server.catalog().tools == ()
+
+
 def test_invalid_input_schema_is_refused_at_registration(server: mcp_app.Server) -> None:
     with pytest.raises(SchemaError) as raised:
         server.add_tool(
