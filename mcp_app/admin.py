@@ -35,6 +35,7 @@ from .models import (
     Tool,
     ToolCall,
     reads_problem,
+    reserved_meta_key,
 )
 from .server import servers
 
@@ -195,6 +196,11 @@ class DefinitionAdmin(AppAdmin):
                 messages.ERROR,
             )
 
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        for text in _reserved_meta_warnings(obj):
+            messages.warning(request, text)
+
     @admin.display(description="As clients see it")
     def catalog_entry(self, obj: Definition) -> str:
         if obj.pk is None:
@@ -216,6 +222,19 @@ class DefinitionAdmin(AppAdmin):
             DefinitionError: the row does not make a valid definition.
         """
         raise NotImplementedError
+
+
+def _reserved_meta_warnings(row: Definition) -> list[str]:
+    """A warning for each ``_meta`` key under a prefix MCP reserves. Not an error: MCP's own
+    extensions define keys there, and a row may carry one of theirs."""
+    meta = row.meta if isinstance(row.meta, dict) else {}
+    return [
+        f"The _meta key “{key}” is under a prefix MCP reserves for itself and its extensions "
+        "(one whose second label is modelcontextprotocol or mcp). Unless an MCP extension "
+        "defines it, use a prefix of your own, such as com.example/."
+        for key in meta
+        if reserved_meta_key(key)
+    ]
 
 
 def _invalid(row: Definition) -> str:

@@ -596,6 +596,25 @@ def test_saving_a_prompt_that_embeds_a_uri_nothing_serves_warns(admin_client: Cl
     assert add("now-served", "notes://nowhere") == []
 
 
+def test_a_meta_key_under_a_reserved_prefix_is_saved_with_a_warning(admin_client: Client) -> None:
+    def save(data: dict[str, Any]) -> list[str]:
+        response = admin_client.post(url(data.pop("model")), data, follow=True)
+        assert response.redirect_chain, form_errors(response)
+        return [str(m) for m in response.context["messages"] if "reserves" in str(m)]
+
+    meta = {"io.modelcontextprotocol/ui": {}, "com.example.mcp/x": 1, "owner": "docs"}
+    assert save({"model": "tool", **tool_data(meta=json.dumps(meta))}) == [
+        "The _meta key “io.modelcontextprotocol/ui” is under a prefix MCP reserves for itself "
+        "and its extensions (one whose second label is modelcontextprotocol or mcp). Unless an "
+        "MCP extension defines it, use a prefix of your own, such as com.example/."
+    ]
+    # Saved all the same: MCP's extensions define keys there.
+    assert Tool.objects.get(name="welcome").meta == meta
+    warned = save({"model": "resource", **resource_data(meta=json.dumps({"dev.mcp/a": 1}))})
+    assert len(warned) == 1 and "“dev.mcp/a”" in warned[0]
+    assert save({"model": "resource", **resource_data(uri="notes://two", name="two")}) == []
+
+
 def test_a_prompt_with_no_message_is_a_form_error(admin_client: Client) -> None:
     response = admin_client.post(url("prompt"), prompt_data(messages=[]))
     assert non_form_errors(response, "messages") == [NO_MESSAGE]

@@ -20,6 +20,7 @@ from mcp_app.models import (
     Resource,
     ResourceTemplate,
     Tool,
+    reserved_meta_key,
     server_choices,
     template_handler_choices,
     tool_handler_choices,
@@ -136,6 +137,28 @@ def test_tool_validation_names_the_field(fields: dict[str, Any], field: str, tex
     errors = errors_of(template_tool(**fields))
     assert field in errors, errors
     assert any(text in message for message in errors[field]), errors[field]
+
+
+@pytest.mark.parametrize(
+    ("key", "reserved"),
+    [
+        ("io.modelcontextprotocol/ui", True),
+        ("dev.mcp/x", True),
+        ("com.MCP.tools/x", True),
+        ("io.modelcontextprotocol/", True),
+        # The second label decides: not a later one, nor a prefix of one label.
+        ("com.example.mcp/x", False),
+        ("mcp/x", False),
+        ("modelcontextprotocol/x", False),
+        ("ui", False),
+        ("progressToken", False),
+    ],
+)
+def test_reserved_meta_prefixes_are_those_whose_second_label_is_mcps(
+    key: str, reserved: bool
+) -> None:
+    assert reserved_meta_key(key) is reserved
+    template_tool(meta={key: 1}).full_clean()  # MCP's extensions define keys there too
 
 
 def test_restyling_row_needs_a_code_tool_and_no_handler() -> None:
