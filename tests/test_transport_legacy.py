@@ -1080,6 +1080,20 @@ def test_failing_resource_handler_is_an_internal_error(
     assert response.json()["error"] == {"code": -32603, "message": "Internal error"}
 
 
+def test_an_answer_json_cannot_carry_is_an_internal_error_in_a_200(
+    session: LegacySession, temporary: Callable[..., None], caplog: pytest.LogCaptureFixture
+) -> None:
+    def not_a_number(context: RequestContext) -> Any:
+        return {"text": "x", "_meta": {"ratio": float("nan")}}
+
+    temporary("resource", not_a_number, uri="test://nan")
+    response = session.request("resources/read", {"uri": "test://nan"})
+    # As every other error of a session's: the 500 is the stateless revision's.
+    assert response.status_code == 200
+    assert response.json()["error"] == {"code": -32603, "message": "Internal error"}
+    assert "held NaN, Infinity or a lone surrogate" in caplog.text
+
+
 def test_an_error_of_the_servers_own_while_serving_a_handler_says_only_internal_error(
     session: LegacySession, temporary: Callable[..., None], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -215,14 +215,17 @@ def test_a_reply_without_body_is_empty() -> None:
 def test_a_reply_json_cannot_carry_is_an_internal_error() -> None:
     from mcp_app.protocol import jsonrpc
 
+    error = {"jsonrpc": "2.0", "id": 4, "error": {"code": -32603, "message": "Internal error"}}
     response = to_response(Reply(200, jsonrpc.result_response(4, {"x": float("inf")})))
-    # The status the call's outcome set; the body could not be sent as it was.
+    # Without a status of its own for that (an initialize-era answer), the reply's.
     assert response.status_code == 200
-    assert json.loads(response.content) == {
-        "jsonrpc": "2.0",
-        "id": 4,
-        "error": {"code": -32603, "message": "Internal error"},
-    }
+    assert json.loads(response.content) == error
+    failing = Reply(200, jsonrpc.result_response(4, {"x": float("nan")}), failed_status=500)
+    response = to_response(failing)
+    assert (response.status_code, json.loads(response.content)) == (500, error)
+    # One that could be sent keeps its status.
+    fine = to_response(Reply(200, jsonrpc.result_response(4, {"x": 1}), failed_status=500))
+    assert fine.status_code == 200
 
 
 class _SlowStream:

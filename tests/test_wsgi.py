@@ -61,6 +61,12 @@ def ticking(arguments: JSON, context: RequestContext) -> str:
     return "done"
 
 
+@extra.tool(name="not-a-number", output_schema=None)
+def not_a_number(arguments: JSON, context: RequestContext) -> Any:
+    """A handler bug: a result JSON cannot carry."""
+    return {"ratio": float("nan")}
+
+
 urlpatterns = [
     *site_patterns,
     path("extra/mcp", extra.urls),
@@ -187,6 +193,20 @@ def test_a_tool_call_is_answered_as_plain_json_without_the_sites_middleware(app:
     assert done.json()["result"]["structuredContent"] == {"sum": 3}
     # The site lists SecurityMiddleware: it did not run.
     assert "x-content-type-options" not in done.headers
+
+
+def test_an_answer_json_cannot_carry_is_a_500_internal_error(
+    app: Route, caplog: pytest.LogCaptureFixture
+) -> None:
+    done = mcp_call(app, "tools/call", {"name": "not-a-number"}, path_="/extra/mcp")
+    assert done.status == 500
+    assert int(done.headers["content-length"]) == len(done.body)
+    assert done.json() == {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "error": {"code": -32603, "message": "Internal error"},
+    }
+    assert "held NaN, Infinity or a lone surrogate" in caplog.text
 
 
 def test_every_other_path_goes_to_the_wrapped_application(app: Route) -> None:

@@ -392,6 +392,12 @@ def encode(message: Any, by: json.JSONEncoder) -> str:
     any other message (a notification, a request to the client) with ``null`` for such numbers
     and U+FFFD for such characters. Either way it is logged.
     """
+    return encode_answer(message, by)[0]
+
+
+def encode_answer(message: Any, by: json.JSONEncoder) -> tuple[str, bool]:
+    """As ``encode``, and whether ``message`` is one response that went as an internal error
+    instead (a batch's never counts: it is answered as a whole)."""
     if getattr(by, _FAST, False):
         try:
             data = orjson.dumps(message, option=_PASSTHROUGH)
@@ -402,21 +408,25 @@ def encode(message: Any, by: json.JSONEncoder) -> str:
         else:
             # orjson writes NaN and the infinities as null, which are refused below.
             if b"null" not in data:
-                return data.decode()
+                return data.decode(), False
     try:
         text = by.encode(message)
     except RecursionError:
-        return _too_deep(message, by)
+        return _too_deep(message, by), _is_response(message)
     except ValueError:
         # Also raised for a value that holds itself.
         if not any_string_matches(message, None, non_finite=True):
-            return _unencodable(message, by)
-        return _mended(message, by)
+            return _unencodable(message, by), _is_response(message)
+        return _mended(message, by), _is_response(message)
     except TypeError:
-        return _unencodable(message, by)
+        return _unencodable(message, by), _is_response(message)
     if text.isascii() or not LONE_SURROGATE.search(text):
-        return text
-    return _mended(message, by)
+        return text, False
+    return _mended(message, by), _is_response(message)
+
+
+def _is_response(message: Any) -> bool:
+    return isinstance(message, dict) and "id" in message and "method" not in message
 
 
 def _unencodable(message: Any, by: json.JSONEncoder) -> str:
@@ -444,7 +454,7 @@ def _too_deep(message: Any, by: json.JSONEncoder) -> str:
     """
     if isinstance(message, list):
         return "[" + by.item_separator.join(encode(item, by) for item in message) + "]"
-    if isinstance(message, dict) and "id" in message and "method" not in message:
+    if _is_response(message):
         logger.error(
             "The answer to request %r was nested too deeply to encode; an internal error was "
             "sent instead",
@@ -502,7 +512,7 @@ def _instead(
     either way."""
     if isinstance(message, list):
         return "[" + by.item_separator.join(encode(item, by) for item in message) + "]"
-    if isinstance(message, dict) and "id" in message and "method" not in message:
+    if _is_response(message):
         log(
             "The answer to request %r held %s; an internal error was sent instead",
             message["id"],

@@ -101,6 +101,9 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     call: Call | None = None
     listen: Listen | SessionStream | Resume | None = None
+    #: The status when ``body`` is a response JSON cannot carry (NaN, say), sent as an internal
+    #: error instead; ``None`` keeps ``status`` (an initialize-era answer, always 200).
+    failed_status: int | None = None
 
 
 class Call:
@@ -435,7 +438,8 @@ class Endpoint:
         ctx = self.context(req, incoming.user, incoming.request)
         ctx.streams = takes_stream(incoming.headers)
         if req.method == "server/discover":
-            return Reply(200, jsonrpc.result_response(req.id, self.discover(catalog, ctx.user)))
+            discovered = jsonrpc.result_response(req.id, self.discover(catalog, ctx.user))
+            return Reply(200, discovered, failed_status=500)
         if req.method == "subscriptions/listen":
             if not ctx.streams:
                 refusal = InvalidRequest(
@@ -464,7 +468,8 @@ class Endpoint:
         if incoming.departure is not None:
             incoming.departure.follow(ctx)
         status, body = run(ctx)
-        return Reply(status, body)
+        # As a -32603 the call raised would be: an internal error is a 500 on this revision.
+        return Reply(status, body, failed_status=500)
 
     def tool_finder(self, catalog: Catalog, user: Any) -> Callable[[str], ToolDef | None]:
         """Finds a tool by name as ``user`` sees the catalog: a hidden one is not there."""

@@ -354,8 +354,17 @@ def meta_headers(meta: dict[str, Any]) -> dict[str, str]:
 
 
 def reply_content(reply: Reply) -> bytes | None:
-    """The reply's body as sent, written as events are (``sse.ENCODER``); ``None`` if none."""
-    return None if reply.body is None else jsonrpc.encode(reply.body, ENCODER).encode()
+    """The reply's body as sent, written as events are (``sse.ENCODER``); ``None`` if none.
+
+    A response JSON cannot carry goes as an internal error, and the reply's status becomes its
+    ``failed_status``, if it has one.
+    """
+    if reply.body is None:
+        return None
+    text, replaced = jsonrpc.encode_answer(reply.body, ENCODER)
+    if replaced and reply.failed_status is not None:
+        reply.status = reply.failed_status
+    return text.encode()
 
 
 def to_response(reply: Reply) -> HttpResponse:
