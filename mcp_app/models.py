@@ -6,6 +6,7 @@ import hashlib
 import mimetypes
 import re
 import secrets
+import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -19,7 +20,14 @@ from django.utils.text import capfirst
 from . import rows
 from . import schema as schema_module
 from .fields import OrderedJSONField, WireJSONField
-from .registry import NAME_RE, URI_RE, annotations_problems, header_problem, icons_problems
+from .registry import (
+    NAME_RE,
+    URI_RE,
+    annotations_problems,
+    header_problem,
+    icons_problems,
+    uri_identity,
+)
 from .uritemplate import URITemplate, URITemplateError
 
 
@@ -649,6 +657,17 @@ class Resource(Definition):
         _check_annotations(errors, self.annotations)
         self.code_clash(errors, "uri", self.uri, "resources", "resource at")
         if self.uri and "uri" not in errors:
+            twin = self._look_alike()
+            if twin is not None:
+                _add(
+                    errors,
+                    "uri",
+                    f"The resource at {twin!r} on server {self.server!r} has a URI that differs "
+                    "from this one only in the case of its scheme or host, in the case of a "
+                    "percent-encoding or in Unicode normalization: clients may take the two for "
+                    "one. Edit that resource, or choose a URI that differs otherwise.",
+                )
+        if self.uri and "uri" not in errors:
             template = rows.code_template_for(self.server, self.uri)
             if template is not None:
                 _add(
@@ -658,6 +677,29 @@ class Resource(Definition):
                     f"server {self.server!r} serves this URI; code definitions take precedence, "
                     "so a row must not take it over.",
                 )
+
+    def _look_alike(self) -> str | None:
+        """Another URI of this server's resources, in code or rows, that ``uri_identity``
+        takes for this one; ``None`` if there is none."""
+        mine = uri_identity(self.uri)
+        for uri in rows.code_keys(self.server, "resources"):
+            if uri != self.uri and uri_identity(uri) == mine:
+                return uri
+        # Rows that differ in case only, in either Unicode form; the identity then decides.
+        spelled = models.Q()
+        for form in {
+            unicodedata.normalize("NFC", self.uri),
+            unicodedata.normalize("NFD", self.uri),
+        }:
+            spelled |= models.Q(uri__iexact=form)
+        others = (
+            type(self)
+            ._default_manager.filter(spelled, server=self.server)
+            .exclude(pk=self.pk)
+            .exclude(uri=self.uri)
+            .values_list("uri", flat=True)
+        )
+        return next((uri for uri in others if uri_identity(uri) == mine), None)
 
     def _check_storable_name(self, errors: Errors) -> None:
         """An upload the storage could not name within the column (a long extension leaves it

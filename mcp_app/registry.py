@@ -6,6 +6,7 @@ import contextlib
 import hashlib
 import inspect
 import re
+import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -38,6 +39,24 @@ NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}\Z")
 HEADER_TOKEN_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
 #: An absolute URI: a scheme, a colon, and no white space.
 URI_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:\S*\Z")
+#: A percent-encoded octet, whose hex digits may be written in either case.
+_PERCENT_RE = re.compile(r"%[0-9A-Fa-f]{2}")
+
+
+def uri_identity(uri: str) -> str:
+    """``uri`` as RFC 3986 compares it: the scheme and the host in lower case, percent-encoded
+    octets in upper case, and its text in Unicode's composed form (NFC). Two URIs that differ
+    only there name one resource to a client that normalizes them, and look alike to a reader.
+    """
+    scheme, colon, rest = uri.partition(":")
+    if rest.startswith("//"):
+        end = next((i for i, c in enumerate(rest[2:], 2) if c in "/?#"), len(rest))
+        userinfo, at, host = rest[2:end].rpartition("@")
+        rest = "//" + userinfo + at + host.lower() + rest[end:]
+    text = scheme.lower() + colon + _PERCENT_RE.sub(lambda m: m.group().upper(), rest)
+    return unicodedata.normalize("NFC", text)
+
+
 #: The types of parameter an ``x-mcp-header`` may mirror (``number`` is not one).
 HEADER_TYPES = frozenset({"string", "integer", "boolean"})
 

@@ -410,6 +410,37 @@ def test_resource_uri_unique_per_server() -> None:
     assert "already exists on server 'default'" in errors["uri"][0]
 
 
+@pytest.mark.parametrize(
+    ("stored", "given"),
+    [
+        ("notes://one", "NOTES://one"),
+        ("https://example.com/a", "https://EXAMPLE.com/a"),
+        ("notes://a%2fb", "notes://a%2Fb"),
+        ("notes://caf\u00e9", "notes://cafe\u0301"),  # composed and decomposed
+        ("notes://cafe\u0301", "notes://caf\u00e9"),
+    ],
+)
+def test_a_resource_uri_that_only_looks_like_another_is_refused(stored: str, given: str) -> None:
+    Resource.objects.create(uri=stored, name="one", text="a")
+    errors = errors_of(Resource(uri=given, name="two", text="b"))
+    assert errors["uri"][0].startswith(f"The resource at {stored!r} on server 'default' has a URI")
+    # Another server's, or one that differs otherwise, is not.
+    Resource(uri=given, name="two", text="b", server="other").full_clean(exclude=["server"])
+    Resource(uri=given + "x", name="two", text="b").full_clean()
+
+
+def test_a_resource_may_change_its_uri_to_a_look_alike_of_its_own() -> None:
+    resource = Resource.objects.create(uri="notes://one", name="one", text="a")
+    resource.uri = "NOTES://one"
+    resource.full_clean()
+
+
+def test_a_resource_uri_that_looks_like_a_code_resources_is_refused() -> None:
+    # The demo site registers file:///readme.txt in code.
+    errors = errors_of(Resource(uri="FILE:///readme.txt", name="readme", text="b"))
+    assert errors["uri"][0].startswith("The resource at 'file:///readme.txt' on server 'default'")
+
+
 # -- resource templates --------------------------------------------------------------------
 
 

@@ -20,6 +20,7 @@ from mcp_app.registry import (
     ToolDef,
     argument_at,
     header_problem,
+    uri_identity,
 )
 
 
@@ -714,3 +715,18 @@ def test_a_template_or_prompt_named_with_no_text_is_not_defined() -> None:
         TemplateDef(uri_template="notes://{id}", name=7, handler=handler)  # type: ignore[arg-type]
     with pytest.raises(DefinitionError, match="needs a name"):
         PromptDef(name=5, handler=handler)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("uri", "identity"),
+    [
+        ("File:///A%2fb", "file:///A%2Fb"),  # the path keeps its case
+        ("https://User@Example.COM:8080/P?Q#F", "https://User@example.com:8080/P?Q#F"),
+        ("HTTPS://x", "https://x"),
+        ("mailto:A@B.example", "mailto:A@B.example"),  # no authority: only the scheme
+        ("notes:cafe\u0301", "notes:caf\u00e9"),
+        ("notes://h", "notes://h"),
+    ],
+)
+def test_uri_identity_is_what_rfc_3986_and_nfc_leave_of_a_uri(uri: str, identity: str) -> None:
+    assert uri_identity(uri) == identity
