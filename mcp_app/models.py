@@ -234,6 +234,11 @@ def _check_schema_field(errors: Errors, field: str, value: Any, *, root_object: 
     except schema_module.SchemaError as exc:
         _add(errors, field, str(exc))
         return
+    never = schema_module.unsatisfiable(value)
+    if never is not None:
+        what = "arguments" if root_object else "result"
+        _add(errors, field, f"No {what} can pass this schema ({never}).")
+        return
     problem = header_problem(value) if root_object else None
     if problem:
         _add(errors, field, f"{problem}.")  # it begins with the keyword, kept as spelled

@@ -31,6 +31,7 @@ __all__ = [
     "format_problems",
     "incompatible",
     "is_valid_schema",
+    "unsatisfiable",
     "validate",
 ]
 
@@ -279,6 +280,94 @@ def incompatible(
         for name in sorted(_required(requiring) - set(allowed)):
             found.append(f"{name!r} is required by {by} and not allowed by {not_by}")
     return found
+
+
+def unsatisfiable(schema: Schema) -> str | None:
+    """Why no value can pass ``schema``, when a glance shows it: ``false``, a ``not`` that takes
+    everything, an empty ``enum``, an ``allOf`` member no value passes, or bounds
+    no value of any declared type meets (``minItems`` over ``maxItems``, a required property
+    no value passes...). ``None`` otherwise, which does not prove that a value passes; a
+    valid schema is assumed. The reason begins with where (``at /properties/n: ...``)."""
+    found = _unsatisfiable(schema, "")
+    return None if found is None else f"{_where(found[0])}: {found[1]}"
+
+
+def _unsatisfiable(schema: object, pointer: str) -> tuple[str, str] | None:
+    if schema is False:
+        return pointer, "it is false, which no value passes"
+    if not isinstance(schema, Mapping) or any(key in schema for key in _REFERENCES):
+        return None  # what a reference leads to is not looked at
+    if schema.get("not") is True or schema.get("not") == {}:
+        return pointer, "its not refuses every value"
+    if schema.get("enum") == []:
+        return pointer, "its enum is empty"
+    members = schema.get("allOf")
+    for index, member in enumerate(members if isinstance(members, list) else []):
+        found = _unsatisfiable(member, f"{pointer}/allOf/{index}")
+        if found is not None:
+            return found
+    types = _declared_types(schema)
+    if not types:
+        return None  # a value of a type no keyword bounds passes
+    reasons: list[tuple[str, str, str]] = []
+    for kind in sorted(types):
+        blocked = _blocked(schema, kind, pointer)
+        if blocked is None:
+            return None
+        reasons.append((kind, *blocked))
+    if len(reasons) == 1:
+        return reasons[0][1], reasons[0][2]
+    return pointer, "; ".join(
+        f"as {_a(kind)} {why}" if where == pointer else f"as {_a(kind)} {_where(where)}: {why}"
+        for kind, where, why in reasons
+    )
+
+
+_REFERENCES = ("$ref", "$dynamicRef", "$recursiveRef")
+#: Pairs of bounds, by the type they bound, that no value meets when the first is over the
+#: second (or, with ``or_equal``, equal to it).
+_BOUND_PAIRS: dict[str, tuple[tuple[str, str, bool], ...]] = {
+    "number": (
+        ("minimum", "maximum", False),
+        ("exclusiveMinimum", "maximum", True),
+        ("minimum", "exclusiveMaximum", True),
+        ("exclusiveMinimum", "exclusiveMaximum", True),
+    ),
+    "string": (("minLength", "maxLength", False),),
+    "array": (("minItems", "maxItems", False),),
+    "object": (("minProperties", "maxProperties", False),),
+}
+
+
+def _blocked(schema: Mapping[str, Any], kind: str, pointer: str) -> tuple[str, str] | None:
+    """Why no value of the JSON type ``kind`` passes ``schema``, or ``None``."""
+    for low, high, or_equal in _BOUND_PAIRS.get("number" if kind == "integer" else kind, ()):
+        first: Any = schema.get(low)
+        second: Any = schema.get(high)
+        if not (_is_number(first) and _is_number(second)):
+            continue
+        if first >= second if or_equal else first > second:
+            over = "not under" if or_equal else "over"
+            return pointer, f"its {low} {first} is {over} its {high} {second}"
+    if kind != "object":
+        return None
+    required = _required(schema)
+    most = schema.get("maxProperties")
+    if isinstance(most, int) and not isinstance(most, bool) and len(required) > most:
+        return pointer, f"it requires {len(required)} properties and its maxProperties is {most}"
+    properties = _properties(schema)
+    for name in sorted(required):
+        if name in properties:
+            found = _unsatisfiable(properties[name], f"{pointer}/properties/{_escape(name)}")
+            if found is not None:
+                return found
+        elif schema.get("additionalProperties") is False and "patternProperties" not in schema:
+            return pointer, f"it requires {name!r}, which its additionalProperties: false refuses"
+    return None
+
+
+def _a(kind: str) -> str:
+    return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
 
 
 def _required(schema: Mapping[str, Any]) -> set[str]:

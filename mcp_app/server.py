@@ -316,7 +316,7 @@ class Server:
             permission=permission,
             task=task,
         )
-        from .schema import check_schema
+        from .schema import check_schema, unsatisfiable
 
         for which in ("input_schema", "output_schema"):
             schema = getattr(tool, which)
@@ -326,6 +326,12 @@ class Server:
                 check_schema(schema)
             except SchemaError as exc:
                 raise InvalidSchema(f"tool {tool.name!r}: {which}", exc) from exc
+            never = unsatisfiable(schema)
+            if never is not None:
+                what = "arguments" if which == "input_schema" else "result"
+                raise DefinitionError(
+                    f"tool {tool.name!r}: {which}: no {what} can pass it ({never})"
+                )
         return self._add(self._tools, "tool", tool.name, tool)  # type: ignore[no-any-return]
 
     def remove_tool(self, name: str) -> None:

@@ -115,6 +115,16 @@ def test_a_template_tool_is_valid() -> None:
             "input_schema",
             "invalid schema at /$schema: unsupported dialect 'https://example.com/dialect'",
         ),
+        (
+            {"input_schema": {"type": "object", "not": {}}},
+            "input_schema",
+            "No arguments can pass this schema (at the root: its not refuses every value).",
+        ),
+        (
+            {"output_schema": {"type": "array", "minItems": 2, "maxItems": 1}},
+            "output_schema",
+            "No result can pass this schema (at the root: its minItems 2 is over its maxItems 1).",
+        ),
         ({"output_schema": {"type": 12}}, "output_schema", "invalid schema at /type"),
         ({"output_schema": {"type": "object"}}, "output_schema", "returns text"),
         ({"annotations": {"readOnlyHint": "yes"}}, "annotations", "/readOnlyHint"),

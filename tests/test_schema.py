@@ -23,6 +23,7 @@ from mcp_app.schema import (
     in_place,
     incompatible,
     is_valid_schema,
+    unsatisfiable,
     validate,
 )
 
@@ -783,7 +784,83 @@ def test_incompatible_names_the_schemas_as_told() -> None:
     assert found == ["'n' is string in code and boolean in row"]
 
 
-# -- the quick check for simply typed object schemas -------------------------------------
+@pytest.mark.parametrize(
+    ("schema", "reason"),
+    [
+        (False, "at the root: it is false, which no value passes"),
+        ({"type": "object", "not": {}}, "at the root: its not refuses every value"),
+        ({"not": True}, "at the root: its not refuses every value"),
+        ({"enum": []}, "at the root: its enum is empty"),
+        ({"allOf": [{}, {"enum": []}]}, "at /allOf/1: its enum is empty"),
+        (
+            _obj({"tags": {"type": "array", "minItems": 3, "maxItems": 1}}, required=["tags"]),
+            "at /properties/tags: its minItems 3 is over its maxItems 1",
+        ),
+        (
+            _obj(
+                {"a/b": {"type": "integer", "exclusiveMinimum": 3, "maximum": 3}}, required=["a/b"]
+            ),
+            "at /properties/a~1b: its exclusiveMinimum 3 is not under its maximum 3",
+        ),
+        (
+            {
+                "type": ["string", "array"],
+                "minLength": 2,
+                "maxLength": 1,
+                "minItems": 2,
+                "maxItems": 0,
+            },
+            "at the root: as an array its minItems 2 is over its maxItems 0; "
+            "as a string its minLength 2 is over its maxLength 1",
+        ),
+        (
+            {"type": "object", "required": ["a", "b"], "maxProperties": 1},
+            "at the root: it requires 2 properties and its maxProperties is 1",
+        ),
+        (
+            {"type": "object", "required": ["x"], "additionalProperties": False},
+            "at the root: it requires 'x', which its additionalProperties: false refuses",
+        ),
+    ],
+)
+def test_unsatisfiable_names_where_and_why_no_value_passes(schema: Any, reason: str) -> None:
+    check_schema(schema)
+    assert unsatisfiable(schema) == reason
+    assert not is_valid_for_any(schema)
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object"},
+        True,
+        # Bounds of a type the value need not have: a string passes.
+        {"minItems": 3, "maxItems": 1},
+        {"type": ["array", "string"], "minItems": 3, "maxItems": 1},
+        # A property that is not required may be left out.
+        _obj({"tags": {"type": "array", "minItems": 3, "maxItems": 1}}),
+        {
+            "type": "object",
+            "required": ["x"],
+            "additionalProperties": False,
+            "patternProperties": {"x": {}},
+        },
+        {"type": "number", "minimum": 3, "maximum": 3},
+        # What a reference leads to is not looked at.
+        {"$ref": "#/$defs/never", "$defs": {"never": False}},
+    ],
+)
+def test_unsatisfiable_finds_nothing_where_a_value_may_pass(schema: Any) -> None:
+    assert unsatisfiable(schema) is None
+
+
+def is_valid_for_any(schema: Any) -> bool:
+    """Whether one of a few telling values passes ``schema``."""
+    samples: list[Any] = [None, True, 0, 3, 3.5, "", "ab", [], [1, 2], {}, {"tags": [1]}, {"x": 1}]
+    return any(not validate(schema, value) for value in samples)
+
+
+# -- the quick check for simply typed object schemas -------------------------------------# -- the quick check for simply typed object schemas -------------------------------------
 
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
@@ -1357,3 +1434,53 @@ def test_in_place_in_a_draft_7_schema_ignores_what_stands_beside_a_ref() -> None
         "definitions": {"s": {"type": "string"}},
     }
     assert list(in_place(schema, field)) == [field, schema["definitions"]["s"]]
+
+
+_BOUNDS = st.fixed_dictionaries(
+    {},
+    optional={
+        "type": st.sampled_from(_TYPES)
+        | st.lists(st.sampled_from(_TYPES), max_size=3, unique=True),
+        "minLength": st.integers(0, 3),
+        "maxLength": st.integers(0, 3),
+        "minItems": st.integers(0, 3),
+        "maxItems": st.integers(0, 3),
+        "minimum": _BOUND,
+        "maximum": _BOUND,
+        "exclusiveMinimum": _BOUND,
+        "exclusiveMaximum": _BOUND,
+        "minProperties": st.integers(0, 3),
+        "maxProperties": st.integers(0, 3),
+        "required": st.lists(_NAMES, max_size=3, unique=True),
+        "additionalProperties": st.booleans(),
+    },
+)
+_NEVER = st.recursive(
+    _BOUNDS,
+    lambda children: (
+        st.builds(
+            lambda bounds, props: bounds | {"properties": props},
+            _BOUNDS,
+            st.dictionaries(_NAMES, children, max_size=3),
+        )
+        | st.builds(lambda members: {"allOf": members}, st.lists(children, min_size=1, max_size=2))
+    ),
+    max_leaves=4,
+)
+_NEAR = st.recursive(
+    _SCALARS | st.integers(-4, 4) | st.sampled_from([0.5, 1.5, 2.0, -1.5]) | st.text(max_size=4),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(_NAMES, children, max_size=4),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(schema=_NEVER, data=st.data())
+def test_no_value_passes_a_schema_unsatisfiable_names(
+    schema: dict[str, Any], data: st.DataObject
+) -> None:
+    if not is_valid_schema(schema) or unsatisfiable(schema) is None:
+        return
+    for _ in range(20):
+        value = data.draw(_NEAR)
+        assert validate(schema, value), (schema, value)

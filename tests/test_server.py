@@ -499,6 +499,19 @@ def test_a_schema_naming_an_unknown_dialect_is_refused_at_registration(
     assert server.catalog().tools == ()
 
 
+def test_a_schema_no_value_can_pass_is_refused_at_registration(server: mcp_app.Server) -> None:
+    never = {"type": "object", "properties": {"n": False}, "required": ["n"]}
+    with pytest.raises(DefinitionError) as raised:
+        server.add_tool(first_handler, input_schema=never)
+    assert str(raised.value) == (
+        "tool 'first_handler': input_schema: no arguments can pass it "
+        "(at /properties/n: it is false, which no value passes)"
+    )
+    with pytest.raises(DefinitionError, match="output_schema: no result can pass it"):
+        server.add_tool(first_handler, output_schema={"enum": []})
+    assert server.catalog().tools == ()
+
+
 def test_invalid_input_schema_is_refused_at_registration(server: mcp_app.Server) -> None:
     with pytest.raises(SchemaError) as raised:
         server.add_tool(
