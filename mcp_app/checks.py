@@ -25,7 +25,7 @@
 # Connection warnings (check --database <alias>, and migrate): W005 the delivery backend cannot
 # be reached, W009 a stored row's Django template no longer compiles (a library that
 # ROW_TEMPLATE_LIBRARIES no longer allows, say), W013 a stored tool row's JSON Schema the
-# validator cannot use (an unknown $schema, say). Connecting is kept to commands that ask for
+# validator cannot use (an unknown $schema, say) or no value can pass. Connecting is kept to commands that ask for
 # it, as Django does for its own database checks, so runserver and shell never wait on a dead
 # Redis.
 
@@ -813,15 +813,16 @@ def check_row_templates(
 def check_row_schemas(
     app_configs: Any = None, databases: Sequence[str] | None = None, **kwargs: Any
 ) -> list[CheckMessage]:
-    """Check the JSON Schemas of the enabled tool rows against the validator, when the command
-    asked for checks that connect: a row saved under rules since tightened (an unknown
-    ``$schema`` read as 2020-12, say) fails only when it is called."""
+    """Check the JSON Schemas of the enabled tool rows against the validator, and for a value
+    that can pass them, when the command asked for checks that connect: a row saved under
+    rules since tightened (an unknown ``$schema`` read as 2020-12, say) fails only when it is
+    called."""
     if databases is None:
         return []
     from django.db import router
 
     from .models import CatalogGeneration, Tool
-    from .schema import SchemaError
+    from .schema import SchemaError, unsatisfiable
     from .server import servers
 
     alias = router.db_for_write(CatalogGeneration)
@@ -847,6 +848,10 @@ def check_row_schemas(
                 validator.check_schema(schema)
             except SchemaError as exc:
                 broken.append(f"tool {name!r} (id {pk}), {field}: {exc}")
+                continue
+            never = unsatisfiable(schema)
+            if never is not None:
+                broken.append(f"tool {name!r} (id {pk}), {field}: no value can pass it ({never})")
     return _broken_rows(
         broken,
         "stored schema(s) cannot be used, so calling their tools fails",

@@ -723,6 +723,8 @@ def test_stored_schemas_the_validator_cannot_use_are_w013_when_asked() -> None:
     Tool.objects.filter(name="dialect").update(input_schema=UNKNOWN_DIALECT)
     Tool.objects.create(name="out", handler="template", config=template)
     Tool.objects.filter(name="out").update(output_schema={"type": 12})
+    Tool.objects.create(name="never", handler="template", config=template)
+    Tool.objects.filter(name="never").update(input_schema={"type": "object", "not": {}})
     Tool.objects.create(name="off", handler="template", config=template, enabled=False)
     Tool.objects.filter(name="off").update(input_schema=UNKNOWN_DIALECT)
 
@@ -730,7 +732,12 @@ def test_stored_schemas_the_validator_cannot_use_are_w013_when_asked() -> None:
     assert check_row_schemas(databases=["other"]) == []  # only the databases named
     [message] = check_row_schemas(databases=["default"])
     assert message.id == "mcp_app.W013"
-    assert message.msg.startswith("2 stored schema(s) cannot be used")
+    assert message.msg.startswith("3 stored schema(s) cannot be used")
+    assert (
+        "tool 'never' (id " in message.msg
+        and "input_schema: no value can pass it (at the root: its not refuses every value)"
+        in message.msg
+    )
     assert "tool 'dialect' (id " in message.msg
     assert "input_schema: invalid schema at /$schema: unsupported dialect" in message.msg
     assert (
@@ -743,9 +750,11 @@ def test_stored_schemas_the_validator_cannot_use_are_w013_when_asked() -> None:
     call_command("check", "--database", "default", stdout=out, stderr=out)
     assert "mcp_app.W013" in out.getvalue()
 
-    # The validator the calls use judges: one that takes every schema finds nothing.
+    # The validator the calls use judges: one that takes every schema leaves only the schema
+    # no value passes.
     with override_settings(MCP_APP={"VALIDATOR": f"{__name__}.LenientValidator"}):
-        assert check_row_schemas(databases=["default"]) == []
+        [message] = check_row_schemas(databases=["default"])
+    assert message.msg.startswith("1 stored schema(s)") and "'never'" in message.msg
 
 
 # -- W011: an endpoint routed under a path that ends in a slash -----------------------------
