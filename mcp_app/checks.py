@@ -784,16 +784,10 @@ def check_row_templates(
 ) -> list[CheckMessage]:
     """Compile the Django templates of the enabled rows, when the command asked for checks
     that connect: a row saved before a library was withdrawn fails only when it is called."""
-    if databases is None:
-        return []
-    from django.db import router
-
-    from .models import CatalogGeneration
     from .rows import template_error
 
-    # Where the catalog reads its rows.
-    alias = router.db_for_write(CatalogGeneration)
-    if alias not in databases:
+    alias = _rows_database(databases)
+    if alias is None:
         return []
     broken: list[str] = []
     for label, source in _stored_templates(alias):
@@ -817,16 +811,12 @@ def check_row_schemas(
     that can pass them, when the command asked for checks that connect: a row saved under
     rules since tightened (an unknown ``$schema`` read as 2020-12, say) fails only when it is
     called."""
-    if databases is None:
-        return []
-    from django.db import router
-
-    from .models import CatalogGeneration, Tool
+    from .models import Tool
     from .schema import SchemaError, unsatisfiable
     from .server import servers
 
-    alias = router.db_for_write(CatalogGeneration)
-    if alias not in databases:
+    alias = _rows_database(databases)
+    if alias is None:
         return []
     broken: list[str] = []
     rows = Tool.objects.filter(enabled=True).values_list(
@@ -858,6 +848,19 @@ def check_row_schemas(
         hint="Edit these rows in the admin; it names what each schema needs.",
         id="mcp_app.W013",
     )
+
+
+def _rows_database(databases: Sequence[str] | None) -> str | None:
+    """The database the catalog reads its rows from, if the command asked for checks that
+    connect to it; ``None`` otherwise."""
+    if databases is None:
+        return None
+    from django.db import router
+
+    from .models import CatalogGeneration
+
+    alias = router.db_for_write(CatalogGeneration)
+    return alias if alias in databases else None
 
 
 def _broken_rows(broken: list[str], what: str, *, hint: str, id: str) -> list[CheckMessage]:
