@@ -1087,10 +1087,12 @@ def test_an_answer_holding_nan_is_an_internal_error_not_invalid_json(
     app: Route, caplog: pytest.LogCaptureFixture
 ) -> None:
     done = mcp_call(app, "tools/call", {"name": "not-a-number"}, path_="/extra/mcp")
-    # As for any other -32603 on this revision.
+    # As for any other -32603 on this revision, and logged as Django logs a 500.
     assert done.status == 500
     assert done.json() == INTERNAL_ERROR
     assert "held NaN, Infinity or a lone surrogate" in caplog.text
+    [logged] = [r for r in caplog.records if r.name == "django.request"]
+    assert logged.getMessage() == "Internal Server Error: /extra/mcp"
 
 
 def test_a_streamed_answer_holding_nan_ends_with_an_internal_error(app: Route) -> None:

@@ -195,11 +195,16 @@ def test_a_tool_call_is_answered_as_plain_json_without_the_sites_middleware(app:
     assert "x-content-type-options" not in done.headers
 
 
+@pytest.mark.parametrize("meta", [None, {"progressToken": 7}])
 def test_an_answer_json_cannot_carry_is_a_500_internal_error(
-    app: Route, caplog: pytest.LogCaptureFixture
+    app: Route, caplog: pytest.LogCaptureFixture, meta: JSON | None
 ) -> None:
-    done = mcp_call(app, "tools/call", {"name": "not-a-number"}, path_="/extra/mcp")
+    # With a progress token too: the call reports none, so its answer is plain JSON.
+    done = mcp_call(app, "tools/call", {"name": "not-a-number"}, path_="/extra/mcp", meta=meta)
     assert done.status == 500
+    # Logged as Django logs a 500.
+    [logged] = [r for r in caplog.records if r.name == "django.request"]
+    assert (logged.levelname, logged.getMessage()) == ("ERROR", "Internal Server Error: /extra/mcp")
     assert int(done.headers["content-length"]) == len(done.body)
     assert done.json() == {
         "jsonrpc": "2.0",

@@ -104,6 +104,8 @@ class Reply:
     #: The status when ``body`` is a response JSON cannot carry (NaN, say), sent as an internal
     #: error instead; ``None`` keeps ``status`` (an initialize-era answer, always 200).
     failed_status: int | None = None
+    #: ``body`` as sent, once encoded (``views.reply_content``).
+    content: bytes | None = None
 
 
 class Call:
@@ -124,12 +126,15 @@ class Call:
         request_id: Any = None,
         log: StreamLog | None = None,
         retry_ms: int | None = None,
+        failed_status: int | None = None,
     ) -> None:
         self._run = run
         self.ctx = ctx
         self.request_id = request_id
         self.log = log
         self.retry_ms = retry_ms
+        #: As ``Reply.failed_status``, for the final message when it goes as plain JSON.
+        self.failed_status = failed_status
         self.streaming = False
 
     def event(self, message: JSON) -> Event:
@@ -463,7 +468,7 @@ class Endpoint:
             return self.modern_call(req, ctx, catalog)
 
         if ctx.streams and (req.progress_token is not None or req.log_level is not None):
-            return Reply(200, call=Call(run, ctx, req.id))
+            return Reply(200, call=Call(run, ctx, req.id, failed_status=500))
         # Not a Call: only its client leaving cancels it (then there is no message to send).
         if incoming.departure is not None:
             incoming.departure.follow(ctx)

@@ -361,10 +361,12 @@ def reply_content(reply: Reply) -> bytes | None:
     """
     if reply.body is None:
         return None
-    text, replaced = jsonrpc.encode_answer(reply.body, ENCODER)
-    if replaced and reply.failed_status is not None:
-        reply.status = reply.failed_status
-    return text.encode()
+    if reply.content is None:
+        text, replaced = jsonrpc.encode_answer(reply.body, ENCODER)
+        if replaced and reply.failed_status is not None:
+            reply.status = reply.failed_status
+        reply.content = text.encode()
+    return reply.content
 
 
 def to_response(reply: Reply) -> HttpResponse:
@@ -396,7 +398,10 @@ def endpoint_reply(
     if isinstance(data, Reply):
         return data
     data.departure = departure
-    return server.endpoint.handle(data)  # type: ignore[no-any-return]
+    reply: Reply = server.endpoint.handle(data)
+    # Encoded now, so that its status is final before the request's hooks log it.
+    reply_content(reply)
+    return reply
 
 
 def internal_error() -> HttpResponse:
@@ -772,7 +777,9 @@ def _plain_reply(call: Call, kind: str, payload: Any) -> Reply | None:
         # No message: a cancelled call, answered by a stream that ends at once, or with no
         # body where the client takes no stream.
         if final.message is not None or not call.ctx.streams:
-            return Reply(status, final.message)
+            reply = Reply(status, final.message, failed_status=call.failed_status)
+            reply_content(reply)
+            return reply
     return None
 
 
