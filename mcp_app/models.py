@@ -6,7 +6,6 @@ import hashlib
 import mimetypes
 import re
 import secrets
-import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -684,27 +683,29 @@ class Resource(Definition):
                 )
 
     def _look_alike(self) -> str | None:
-        """Another URI of this server's resources, in code or rows, that ``uri_identity``
-        takes for this one; ``None`` if there is none."""
+        """Another URI that ``uri_identity`` takes for this one, of this server's code
+        resources or enabled rows; ``None`` if there is none, or if this row is disabled or
+        keeps the URI and state it was stored with (a pair saved before this rule stays
+        editable)."""
+        if not self.enabled:
+            return None  # checked when it is enabled, as the rules for listed rows are
+        manager = type(self)._default_manager
+        if self.pk is not None:
+            stored = manager.filter(pk=self.pk).values_list("uri", "enabled").first()
+            if stored == (self.uri, True):
+                return None
         mine = uri_identity(self.uri)
         for uri in rows.code_keys(self.server, "resources"):
             if uri != self.uri and uri_identity(uri) == mine:
                 return uri
-        # Rows that differ in case only, in either Unicode form; the identity then decides.
-        spelled = models.Q()
-        for form in {
-            unicodedata.normalize("NFC", self.uri),
-            unicodedata.normalize("NFD", self.uri),
-        }:
-            spelled |= models.Q(uri__iexact=form)
+        # Compared here, not in SQL: a database's case folding and Unicode forms differ.
         others = (
-            type(self)
-            ._default_manager.filter(spelled, server=self.server)
+            manager.filter(server=self.server, enabled=True)
             .exclude(pk=self.pk)
             .exclude(uri=self.uri)
             .values_list("uri", flat=True)
         )
-        return next((uri for uri in others if uri_identity(uri) == mine), None)
+        return next((uri for uri in others.iterator() if uri_identity(uri) == mine), None)
 
     def _check_storable_name(self, errors: Errors) -> None:
         """An upload the storage could not name within the column (a long extension leaves it

@@ -428,6 +428,9 @@ def test_resource_uri_unique_per_server() -> None:
         ("notes://a%2fb", "notes://a%2Fb"),
         ("notes://caf\u00e9", "notes://cafe\u0301"),  # composed and decomposed
         ("notes://cafe\u0301", "notes://caf\u00e9"),
+        # Case a database may not fold, and a URI whose two forms are mixed.
+        ("https://\u00c9x.example/a", "https://\u00e9x.example/a"),
+        ("notes://caf\u00e9/cafe\u0301", "notes://caf\u00e9/caf\u00e9"),
     ],
 )
 def test_a_resource_uri_that_only_looks_like_another_is_refused(stored: str, given: str) -> None:
@@ -443,6 +446,29 @@ def test_a_resource_may_change_its_uri_to_a_look_alike_of_its_own() -> None:
     resource = Resource.objects.create(uri="notes://one", name="one", text="a")
     resource.uri = "NOTES://one"
     resource.full_clean()
+
+
+def test_look_alikes_are_kept_apart_among_enabled_rows_only() -> None:
+    Resource.objects.create(uri="notes://one", name="one", text="a", enabled=False)
+    # A disabled row is not listed, and one being saved disabled is checked once enabled.
+    twin = Resource(uri="NOTES://one", name="two", text="b")
+    twin.full_clean()
+    twin.save()
+    first = Resource.objects.get(name="one")
+    first.text = "edited while disabled"
+    first.full_clean()
+    first.enabled = True
+    assert "'NOTES://one'" in errors_of(first)["uri"][0]
+
+
+def test_a_look_alike_pair_saved_before_the_rule_stays_editable() -> None:
+    Resource.objects.create(uri="notes://one", name="one", text="a")
+    Resource.objects.create(uri="NOTES://one", name="two", text="b")
+    second = Resource.objects.get(name="two")
+    second.text = "edited"
+    second.full_clean()  # its URI and state unchanged
+    second.uri = "Notes://one"
+    assert "'notes://one'" in errors_of(second)["uri"][0]
 
 
 def test_a_resource_uri_that_looks_like_a_code_resources_is_refused() -> None:
