@@ -47,7 +47,8 @@ from .protocol.jsonrpc import LONE_SURROGATE, InvalidRequest
 from .protocol.modern import encode_header_value, mirrored
 from .registry import Catalog, PromptDef, ResourceDef, TemplateDef, ToolDef
 from .server import Server, servers
-from .transport.http import Incoming
+from .transport.http import Incoming, Reply
+from .transport.views import reply_content
 
 __all__ = ["Playground", "get_urls", "install"]
 
@@ -192,8 +193,19 @@ def send(
                 notifications.append(as_sent(event.message))
 
         status, final = reply.call.run(keep)
+        if not reply.call.streaming:
+            status = _status_as_sent(
+                Reply(status, final.message, failed_status=reply.call.failed_status)
+            )
         return Exchange(status, body, as_sent(final.message), notifications)
-    return Exchange(reply.status, body, as_sent(reply.body))
+    return Exchange(_status_as_sent(reply), body, as_sent(reply.body))
+
+
+def _status_as_sent(reply: Reply) -> int:
+    """The status a client gets for a plain ``reply``: 500 on the stateless revision for an
+    answer JSON cannot carry, which the page still shows as the handler gave it."""
+    reply_content(reply)
+    return reply.status
 
 
 def _runs_as_anonymous(server: Server, request: HttpRequest) -> bool:

@@ -407,6 +407,20 @@ def test_text_from_a_tool_is_escaped(staff: Client, scratch: Server, made: Any) 
     assert "&lt;b&gt;logged&lt;/b&gt;" in content
 
 
+@pytest.mark.parametrize("log_level", [None, "info"])
+def test_an_answer_json_cannot_carry_shows_the_status_a_client_gets(
+    staff: Client, scratch: Server, log_level: str | None
+) -> None:
+    def ratio(arguments: dict[str, Any], context: Any) -> Any:
+        return {"content": [{"type": "text", "text": "x"}], "_meta": {"r": float("nan")}}
+
+    scratch.add_tool(ratio, name="ratio")
+    fields = {"log_level": log_level} if log_level else {}
+    content = page(run(staff, tool_url("ratio", scratch.name), **fields))
+    # A client gets -32603 with 500 (also when it could take a stream: none was sent).
+    assert "The request and the response (HTTP 500)" in content
+
+
 def test_a_tool_that_runs_only_as_a_task_says_it_cannot_be_tried_here(
     staff: Client, scratch: Server
 ) -> None:
