@@ -24,10 +24,10 @@
 #
 # Connection warnings (check --database <alias>, and migrate): W005 the delivery backend cannot
 # be reached, W009 a stored row's Django template no longer compiles (a library that
-# ROW_TEMPLATE_LIBRARIES no longer allows, say), W013 a stored tool row's JSON Schema the
-# validator cannot use (an unknown $schema, say) or no value can pass. Connecting is kept to commands that ask for
-# it, as Django does for its own database checks, so runserver and shell never wait on a dead
-# Redis.
+# ROW_TEMPLATE_LIBRARIES no longer allows, say), W013 an enabled tool row's JSON Schema the
+# validator cannot use (an unknown $schema, say) or no value can pass. Connecting is kept to
+# commands that ask for it, as Django does for its own database checks, so runserver and shell
+# never wait on a dead Redis.
 
 from __future__ import annotations
 
@@ -844,7 +844,7 @@ def check_row_schemas(
                 broken.append(f"tool {name!r} (id {pk}), {field}: no value can pass it ({never})")
     return _broken_rows(
         broken,
-        "stored schema(s) cannot be used, so calling their tools fails",
+        "stored schema(s) cannot be used, so their tools' calls fail",
         hint="Edit these rows in the admin; it names what each schema needs.",
         id="mcp_app.W013",
     )

@@ -301,7 +301,7 @@ class Server:
             AlreadyRegistered: a tool of that name exists.
             DefinitionError: a name or attribute is invalid; also (as a ``SchemaError`` too,
                 naming the tool) the input or output schema is not one the default validator
-                can use.
+                can use; or (a plain ``DefinitionError``) no value can pass one of them.
         """
         tool = ToolDef(
             name=name or handler.__name__,

@@ -860,7 +860,7 @@ def is_valid_for_any(schema: Any) -> bool:
     return any(not validate(schema, value) for value in samples)
 
 
-# -- the quick check for simply typed object schemas -------------------------------------# -- the quick check for simply typed object schemas -------------------------------------
+# -- the quick check for simply typed object schemas -------------------------------------
 
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
