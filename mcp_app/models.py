@@ -691,8 +691,8 @@ class Resource(Definition):
             return None  # checked when it is enabled, as the rules for listed rows are
         manager = type(self)._default_manager
         if self.pk is not None:
-            stored = manager.filter(pk=self.pk).values_list("uri", "enabled").first()
-            if stored == (self.uri, True):
+            stored = manager.filter(pk=self.pk).values_list("server", "uri", "enabled").first()
+            if stored == (self.server, self.uri, True):
                 return None
         mine = uri_identity(self.uri)
         for uri in rows.code_keys(self.server, "resources"):
@@ -705,7 +705,7 @@ class Resource(Definition):
             .exclude(uri=self.uri)
             .values_list("uri", flat=True)
         )
-        return next((uri for uri in others.iterator() if uri_identity(uri) == mine), None)
+        return next((uri for uri in others if uri_identity(uri) == mine), None)
 
     def _check_storable_name(self, errors: Errors) -> None:
         """An upload the storage could not name within the column (a long extension leaves it

@@ -471,6 +471,15 @@ def test_a_look_alike_pair_saved_before_the_rule_stays_editable() -> None:
     assert "'notes://one'" in errors_of(second)["uri"][0]
 
 
+def test_a_resource_moved_to_a_server_with_a_look_alike_is_refused() -> None:
+    Resource.objects.create(uri="notes://one", name="one", text="a")
+    elsewhere = Resource.objects.create(uri="NOTES://one", name="two", text="b", server="other")
+    elsewhere.server = "default"
+    with pytest.raises(ValidationError) as raised:
+        elsewhere.full_clean()
+    assert "'notes://one'" in raised.value.message_dict["uri"][0]
+
+
 def test_a_resource_uri_that_looks_like_a_code_resources_is_refused() -> None:
     # The demo site registers file:///readme.txt in code.
     errors = errors_of(Resource(uri="FILE:///readme.txt", name="readme", text="b"))
