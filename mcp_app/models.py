@@ -25,6 +25,7 @@ from .registry import (
     annotations_problems,
     header_problem,
     icons_problems,
+    meta_problems,
     uri_identity,
 )
 from .uritemplate import URITemplate, URITemplateError
@@ -99,12 +100,6 @@ MIME_RE = re.compile(r"^[\w.+-]+/[\w.+-]+(?:[ \t]*;[^\r\n]*)?\Z", re.ASCII)
 #: A name a Django template reads as a variable: not a number, a lookup ("a.b") or "_x".
 TEMPLATE_VARIABLE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*\Z")
 
-#: A ``_meta`` key: an optional prefix of dot-separated labels and "/", then a name that
-#: begins and ends with a letter or digit (or is empty).
-META_KEY_RE = re.compile(
-    r"^(?:[A-Za-z](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*/)?"
-    r"(?:[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)?$"
-)
 META_SCHEMA: dict[str, Any] = {"type": "object"}
 #: Second labels of the ``_meta`` prefixes MCP reserves for itself (``io.modelcontextprotocol/``).
 RESERVED_META_LABELS = frozenset({"modelcontextprotocol", "mcp"})
@@ -345,15 +340,8 @@ class Definition(_Tracked):
             _add(errors, "icons", problem)
         _check_json(errors, "meta", self.meta, META_SCHEMA, "_meta")
         if "meta" not in errors and self.meta:
-            for key in self.meta:
-                if not key or not META_KEY_RE.match(key):
-                    _add(
-                        errors,
-                        "meta",
-                        f"{key!r} is not a _meta key: an optional prefix of dot-separated labels "
-                        "and '/' (com.example/), then a name that begins and ends with a letter "
-                        "or digit.",
-                    )
+            for problem in meta_problems(self.meta):
+                _add(errors, "meta", problem)
         self.check_definition(errors)
         if errors:
             raise ValidationError(errors)

@@ -57,6 +57,24 @@ def uri_identity(uri: str) -> str:
     return unicodedata.normalize("NFC", text)
 
 
+#: A ``_meta`` key: an optional prefix of dot-separated labels and "/", then a name that
+#: begins and ends with a letter or digit (or is empty).
+META_KEY_RE = re.compile(
+    r"^(?:[A-Za-z](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*/)?"
+    r"(?:[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)?\Z"
+)
+
+
+def meta_problems(meta: Mapping[str, Any] | None) -> list[str]:
+    """Why each key of a definition's ``_meta`` is not one MCP allows; empty if all are."""
+    return [
+        f"{key!r} is not a _meta key: an optional prefix of dot-separated labels and '/' "
+        "(com.example/), then a name that begins and ends with a letter or digit."
+        for key in meta or ()
+        if not isinstance(key, str) or not key or not META_KEY_RE.match(key)
+    ]
+
+
 #: The types of parameter an ``x-mcp-header`` may mirror (``number`` is not one).
 HEADER_TYPES = frozenset({"string", "integer", "boolean"})
 
@@ -389,7 +407,7 @@ def _check_face(kind: str, name: str, definition: Any) -> None:
         if value is not None and not isinstance(value, Mapping):
             raise DefinitionError(f"{kind} {name!r}: {attribute} must be an object")
     # As a row's form checks them: a code definition's are listed to clients alike.
-    problems = icons_problems(icons)
+    problems = icons_problems(icons) + meta_problems(definition.meta)
     if hasattr(definition, "annotations"):
         problems += annotations_problems(definition.annotations, kind)
     if problems:

@@ -618,6 +618,11 @@ def _make(kind: str, **face: Any) -> Any:
         ),
         ({"icons": [{"src": "javascript:alert(1)"}]}, "Icon 1's src must be a URI"),
         ({"icons": [{"src": "https://a.example/i.png", "theme": "blue"}]}, "Invalid icons"),
+        ({"meta": {"bad key": 1}}, "'bad key' is not a _meta key"),
+        ({"meta": {"com.example/-x": 1}}, "is not a _meta key"),
+        ({"meta": {"k\n": 1}}, "is not a _meta key"),  # a line break after the name
+        ({"meta": {"": 1}}, "'' is not a _meta key"),
+        ({"meta": {1: 1}}, "1 is not a _meta key"),
     ],
 )
 def test_a_definition_whose_face_cannot_be_listed_is_refused(
