@@ -35,8 +35,8 @@ from .models import (
     Tool,
     ToolCall,
     reads_problem,
-    reserved_meta_key,
 )
+from .registry import reserved_meta_key
 from .server import servers
 
 JSON_FIELD: dict[str, Any] = {"form_class": PrettyJSONField, "widget": JSONTextarea}

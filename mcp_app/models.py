@@ -101,16 +101,6 @@ MIME_RE = re.compile(r"^[\w.+-]+/[\w.+-]+(?:[ \t]*;[^\r\n]*)?\Z", re.ASCII)
 TEMPLATE_VARIABLE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*\Z")
 
 META_SCHEMA: dict[str, Any] = {"type": "object"}
-#: Second labels of the ``_meta`` prefixes MCP reserves for itself (``io.modelcontextprotocol/``).
-RESERVED_META_LABELS = frozenset({"modelcontextprotocol", "mcp"})
-
-
-def reserved_meta_key(key: str) -> bool:
-    """Whether ``key``'s prefix is one MCP reserves: its second label is ``modelcontextprotocol``
-    or ``mcp`` (``io.modelcontextprotocol/``, ``dev.mcp/``; not ``com.example.mcp/``)."""
-    prefix, slash, _ = key.rpartition("/")
-    labels = prefix.split(".") if slash else []
-    return len(labels) > 1 and labels[1].lower() in RESERVED_META_LABELS
 
 
 def server_choices() -> list[tuple[str, str]]:

@@ -47,8 +47,8 @@ from .protocol.jsonrpc import LONE_SURROGATE, InvalidRequest
 from .protocol.modern import encode_header_value, mirrored
 from .registry import Catalog, PromptDef, ResourceDef, TemplateDef, ToolDef
 from .server import Server, servers
-from .transport.http import Incoming, Reply
-from .transport.views import reply_content
+from .transport.http import Incoming
+from .transport.views import call_answer, reply_content
 
 __all__ = ["Playground", "get_urls", "install"]
 
@@ -194,18 +194,12 @@ def send(
 
         status, final = reply.call.run(keep)
         if not reply.call.streaming:
-            status = _status_as_sent(
-                Reply(status, final.message, failed_status=reply.call.failed_status)
-            )
+            # The status a client gets (500 for an answer JSON cannot carry); the page still
+            # shows the answer as the handler gave it.
+            status = call_answer(reply.call, status, final.message).status
         return Exchange(status, body, as_sent(final.message), notifications)
-    return Exchange(_status_as_sent(reply), body, as_sent(reply.body))
-
-
-def _status_as_sent(reply: Reply) -> int:
-    """The status a client gets for a plain ``reply``: 500 on the stateless revision for an
-    answer JSON cannot carry, which the page still shows as the handler gave it."""
-    reply_content(reply)
-    return reply.status
+    reply_content(reply)  # the same, for a plain reply
+    return Exchange(reply.status, body, as_sent(reply.body))
 
 
 def _runs_as_anonymous(server: Server, request: HttpRequest) -> bool:

@@ -75,6 +75,18 @@ def meta_problems(meta: Mapping[str, Any] | None) -> list[str]:
     ]
 
 
+#: Second labels of the ``_meta`` prefixes MCP reserves for itself (``io.modelcontextprotocol/``).
+RESERVED_META_LABELS = frozenset({"modelcontextprotocol", "mcp"})
+
+
+def reserved_meta_key(key: str) -> bool:
+    """Whether ``key``'s prefix is one MCP reserves: its second label is ``modelcontextprotocol``
+    or ``mcp`` (``io.modelcontextprotocol/``, ``dev.mcp/``; not ``com.example.mcp/``)."""
+    prefix, slash, _ = key.rpartition("/")
+    labels = prefix.split(".") if slash else []
+    return len(labels) > 1 and labels[1].lower() in RESERVED_META_LABELS
+
+
 #: The types of parameter an ``x-mcp-header`` may mirror (``number`` is not one).
 HEADER_TYPES = frozenset({"string", "integer", "boolean"})
 

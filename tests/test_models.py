@@ -20,11 +20,11 @@ from mcp_app.models import (
     Resource,
     ResourceTemplate,
     Tool,
-    reserved_meta_key,
     server_choices,
     template_handler_choices,
     tool_handler_choices,
 )
+from mcp_app.registry import reserved_meta_key
 
 pytestmark = pytest.mark.django_db
 

@@ -412,17 +412,21 @@ def encode_answer(message: Any, by: json.JSONEncoder) -> tuple[str, bool]:
     try:
         text = by.encode(message)
     except RecursionError:
-        return _too_deep(message, by), _is_response(message)
+        sent = _too_deep(message, by)
     except ValueError:
         # Also raised for a value that holds itself.
         if not any_string_matches(message, None, non_finite=True):
-            return _unencodable(message, by), _is_response(message)
-        return _mended(message, by), _is_response(message)
+            sent = _unencodable(message, by)
+        else:
+            sent = _mended(message, by)
     except TypeError:
-        return _unencodable(message, by), _is_response(message)
-    if text.isascii() or not LONE_SURROGATE.search(text):
-        return text, False
-    return _mended(message, by), _is_response(message)
+        sent = _unencodable(message, by)
+    else:
+        if text.isascii() or not LONE_SURROGATE.search(text):
+            return text, False
+        sent = _mended(message, by)
+    # Only a response is sent as something else: an internal error for its id.
+    return sent, _is_response(message)
 
 
 def _is_response(message: Any) -> bool:

@@ -777,10 +777,15 @@ def _plain_reply(call: Call, kind: str, payload: Any) -> Reply | None:
         # No message: a cancelled call, answered by a stream that ends at once, or with no
         # body where the client takes no stream.
         if final.message is not None or not call.ctx.streams:
-            reply = Reply(status, final.message, failed_status=call.failed_status)
-            reply_content(reply)
-            return reply
+            return call_answer(call, status, final.message)
     return None
+
+
+def call_answer(call: Call, status: int, message: Any) -> Reply:
+    """A call's final message as a plain reply, encoded, so its status is the one sent."""
+    reply = Reply(status, message, failed_status=call.failed_status)
+    reply_content(reply)
+    return reply
 
 
 def _open_listen(stream: Stream) -> tuple[_ListenRelay, list[bytes]]:
