@@ -645,9 +645,10 @@ class Resource(Definition):
                     errors,
                     "uri",
                     f"The resource at {twin!r} on server {self.server!r} has a URI that differs "
-                    "from this one only in the case of its scheme or host, in the case of a "
-                    "percent-encoding or in Unicode normalization: clients may take the two for "
-                    "one. Edit that resource, or choose a URI that differs otherwise.",
+                    "from this one only in what RFC 3986 normalizes (the case of its scheme or "
+                    "host, percent-encoding, '.' and '..' segments, a default port) or in "
+                    "Unicode normalization: clients may take the two for one. Edit that "
+                    "resource, or choose a URI that differs otherwise.",
                 )
         if self.uri and "uri" not in errors:
             template = rows.code_template_for(self.server, self.uri)

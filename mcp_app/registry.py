@@ -41,20 +41,66 @@ HEADER_TOKEN_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
 URI_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:\S*\Z")
 #: A percent-encoded octet, whose hex digits may be written in either case.
 _PERCENT_RE = re.compile(r"%[0-9A-Fa-f]{2}")
+#: Characters a URI means the same by, whether written as they are or percent-encoded.
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+#: A port at the end of an authority's host (an IPv6 literal ends with "]" instead).
+_PORT_RE = re.compile(r":([0-9]*)\Z")
+#: The port each scheme means when its URI names none (RFC 9110, RFC 6455).
+_DEFAULT_PORTS = {"http": "80", "https": "443", "ws": "80", "wss": "443"}
 
 
 def uri_identity(uri: str) -> str:
-    """``uri`` as RFC 3986 compares it: the scheme and the host in lower case, percent-encoded
-    octets in upper case, and its text in Unicode's composed form (NFC). Two URIs that differ
-    only there name one resource to a client that normalizes them, and look alike to a reader.
+    """``uri`` as RFC 3986 (section 6.2) compares it, in Unicode's composed form (NFC).
+
+    The scheme and the host are in lower case; a percent-encoded octet is decoded if it
+    encodes a character that needs no encoding, else its hex digits are in upper case; a path
+    that begins with ``/`` has no ``.`` or ``..`` segment; an empty port goes, and so does the
+    default port of ``http``, ``https``, ``ws`` and ``wss``, whose empty path is ``/``. Two
+    URIs that differ only there name one resource to a client that normalizes them, and look
+    alike to a reader.
     """
     scheme, colon, rest = uri.partition(":")
+    scheme = scheme.lower()
+    rest = _PERCENT_RE.sub(_percent_identity, rest)
+    authority = None
     if rest.startswith("//"):
         end = next((i for i, c in enumerate(rest[2:], 2) if c in "/?#"), len(rest))
-        userinfo, at, host = rest[2:end].rpartition("@")
-        rest = "//" + userinfo + at + host.lower() + rest[end:]
-    text = scheme.lower() + colon + _PERCENT_RE.sub(lambda m: m.group().upper(), rest)
-    return unicodedata.normalize("NFC", text)
+        authority, rest = rest[2:end], rest[end:]
+    end = next((i for i, c in enumerate(rest) if c in "?#"), len(rest))
+    path, tail = rest[:end], rest[end:]
+    if path.startswith("/"):
+        path = _without_dot_segments(path)
+    if authority is not None:
+        userinfo, at, host = authority.rpartition("@")
+        host = host.lower()
+        port = _PORT_RE.search(host)
+        if port and port.group(1) in ("", _DEFAULT_PORTS.get(scheme)):
+            host = host[: port.start()]
+        if not path and scheme in _DEFAULT_PORTS:
+            path = "/"
+        path = "//" + userinfo + at + host + path
+    return unicodedata.normalize("NFC", scheme + colon + path + tail)
+
+
+def _percent_identity(match: re.Match[str]) -> str:
+    char = chr(int(match.group()[1:], 16))
+    return char if char in _UNRESERVED else match.group().upper()
+
+
+def _without_dot_segments(path: str) -> str:
+    """An absolute path with its ``.`` and ``..`` segments resolved (RFC 3986, 5.2.4)."""
+    segments: list[str] = []
+    parts = path.split("/")[1:]
+    for part in parts:
+        if part == "..":
+            if segments:
+                segments.pop()
+        elif part != ".":
+            segments.append(part)
+    if parts[-1] in (".", "..") and segments:
+        # "/a/b/.." is the folder "/a/", not the resource "/a".
+        segments.append("")
+    return "/" + "/".join(segments)
 
 
 #: A ``_meta`` key: an optional prefix of dot-separated labels and "/", then a name that

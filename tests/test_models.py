@@ -431,6 +431,11 @@ def test_resource_uri_unique_per_server() -> None:
         # Case a database may not fold, and a URI whose two forms are mixed.
         ("https://\u00c9x.example/a", "https://\u00e9x.example/a"),
         ("notes://caf\u00e9/cafe\u0301", "notes://caf\u00e9/caf\u00e9"),
+        # An octet encoded that needs no encoding, dot segments, a default port.
+        ("notes://a/%7Eb", "notes://a/~b"),
+        ("file:///docs/./guide/../intro", "file:///docs/intro"),
+        ("https://example.com:443/a", "https://example.com/a"),
+        ("http://example.com", "http://example.com/"),
     ],
 )
 def test_a_resource_uri_that_only_looks_like_another_is_refused(stored: str, given: str) -> None:

@@ -727,10 +727,31 @@ def test_a_template_or_prompt_named_with_no_text_is_not_defined() -> None:
     [
         ("File:///A%2fb", "file:///A%2Fb"),  # the path keeps its case
         ("https://User@Example.COM:8080/P?Q#F", "https://User@example.com:8080/P?Q#F"),
-        ("HTTPS://x", "https://x"),
+        ("HTTPS://x", "https://x/"),  # http(s)' empty path is "/"
         ("mailto:A@B.example", "mailto:A@B.example"),  # no authority: only the scheme
         ("notes:cafe\u0301", "notes:caf\u00e9"),
         ("notes://h", "notes://h"),
+        # Octets that encode what needs no encoding are decoded, others stay encoded.
+        ("notes:%41%2f%7e%2D", "notes:A%2F~-"),
+        ("http://%45x.org/", "http://ex.org/"),
+        # Dot segments of an absolute path; a relative path and the query keep theirs.
+        ("file:///a/./b/../c", "file:///a/c"),
+        ("file:///a/b/..", "file:///a/"),
+        ("file:///..", "file:///"),
+        ("file:///a//b/.", "file:///a//b/"),
+        ("http://h/%2e%2E/x", "http://h/x"),
+        ("urn:a/./b", "urn:a/./b"),
+        ("http://h/?q=/./", "http://h/?q=/./"),
+        # Default and empty ports go; others stay, and IPv6 literals keep their colons.
+        ("http://x:80/a", "http://x/a"),
+        ("https://x:443", "https://x/"),
+        ("wss://x:443/", "wss://x/"),
+        ("https://x:80/", "https://x:80/"),
+        ("notes://x:/a", "notes://x/a"),
+        ("notes://x:80/a", "notes://x:80/a"),
+        ("http://[::1]:80/", "http://[::1]/"),
+        ("http://[::1]/", "http://[::1]/"),
+        ("http://[::1]:8080/", "http://[::1]:8080/"),
     ],
 )
 def test_uri_identity_is_what_rfc_3986_and_nfc_leave_of_a_uri(uri: str, identity: str) -> None:

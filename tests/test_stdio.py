@@ -1139,6 +1139,8 @@ class Command:
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "project.settings",
             "DATABASE_URL": f"sqlite:///{db}",
+            # SIGABRT then writes every thread's stack to stderr: see ``wait``.
+            "PYTHONFAULTHANDLER": "1",
         }
         self.stderr = stderr
         with stderr.open("wb") as errors:
@@ -1165,6 +1167,20 @@ class Command:
 
     def next(self) -> dict[str, Any]:
         return self.received.get(timeout=60)
+
+    def wait(self, timeout: float) -> int:
+        """The command's exit status, once it exits within ``timeout`` seconds.
+
+        Raises:
+            AssertionError: it did not; the message has every thread's stack at that moment.
+        """
+        try:
+            return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.send_signal(signal.SIGABRT)
+            self.process.wait(timeout=10)
+            stacks = self.stderr.read_text()
+            raise AssertionError(f"still running after {timeout} s:\n{stacks}") from None
 
     def close(self) -> None:
         if self.process.poll() is None:
@@ -1208,7 +1224,7 @@ def test_the_command_ends_gracefully_on_sigterm_sigint_or_the_end_of_input(
             command.process.stdin.close()
         else:
             command.process.send_signal(getattr(signal, end))
-        returncode = command.process.wait(timeout=30)
+        returncode = command.wait(30)
         took = time.monotonic() - started
     finally:
         command.close()
@@ -1257,7 +1273,7 @@ def test_sigterm_while_the_calls_drain_cancels_them_at_once(stdio_db: Path, tmp_
         time.sleep(1)  # the drain is under way
         started = time.monotonic()
         command.process.send_signal(signal.SIGTERM)
-        returncode = command.process.wait(timeout=30)
+        returncode = command.wait(30)
         took = time.monotonic() - started
     finally:
         command.close()
@@ -1281,7 +1297,7 @@ def test_signals_repeated_while_the_command_ends_are_ignored(
         while command.process.poll() is None and time.monotonic() - started < 30:
             command.process.send_signal(signum)
             time.sleep(0.005)
-        returncode = command.process.wait(timeout=30)
+        returncode = command.wait(30)
         took = time.monotonic() - started
     finally:
         command.close()
