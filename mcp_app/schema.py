@@ -284,7 +284,8 @@ def incompatible(
 
 def unsatisfiable(schema: Schema) -> str | None:
     """Why no value can pass ``schema``, when a glance shows it: ``false``, a ``not`` that takes
-    everything, an empty ``enum``, an ``allOf`` member no value passes, or bounds
+    everything, an empty ``enum``, an ``allOf`` member or every ``anyOf`` or ``oneOf`` member
+    no value passes, a ``const`` or every ``enum`` value not of the declared type, or bounds
     no value of any declared type meets (``minItems`` over ``maxItems``, a required property
     no value passes...). ``None`` otherwise, which does not prove that a value passes; a
     valid schema is assumed. The reason begins with where (``at /properties/n: ...``)."""
@@ -306,9 +307,18 @@ def _unsatisfiable(schema: object, pointer: str) -> tuple[str, str] | None:
         found = _unsatisfiable(member, f"{pointer}/allOf/{index}")
         if found is not None:
             return found
+    for keyword in ("anyOf", "oneOf"):
+        found = _every_member_unsatisfiable(schema.get(keyword), f"{pointer}/{keyword}")
+        if found is not None:
+            return found
     types = _declared_types(schema)
     if not types:
         return None  # a value of a type no keyword bounds passes
+    if "const" in schema and not _may_have_type(schema["const"], types):
+        return pointer, f"its const {_shown(schema['const'])} is not {_types_named(types)}"
+    values = schema.get("enum")
+    if isinstance(values, list) and not any(_may_have_type(value, types) for value in values):
+        return pointer, f"none of its enum values is {_types_named(types)}"
     reasons: list[tuple[str, str, str]] = []
     for kind in sorted(types):
         blocked = _blocked(schema, kind, pointer)
@@ -321,6 +331,47 @@ def _unsatisfiable(schema: object, pointer: str) -> tuple[str, str] | None:
         f"as {_a(kind)} {why}" if where == pointer else f"as {_a(kind)} {_where(where)}: {why}"
         for kind, where, why in reasons
     )
+
+
+def _every_member_unsatisfiable(members: object, pointer: str) -> tuple[str, str] | None:
+    """Why no member of an ``anyOf`` or ``oneOf`` passes any value, or ``None``."""
+    if not isinstance(members, list) or not members:
+        return None
+    reasons = []
+    for index, member in enumerate(members):
+        found = _unsatisfiable(member, f"{pointer}/{index}")
+        if found is None:
+            return None
+        reasons.append(found)
+    if len(reasons) == 1:
+        return reasons[0]
+    return pointer, "none of its members passes a value (" + "; ".join(
+        f"{_where(where)}: {why}" for where, why in reasons
+    ) + ")"
+
+
+def _may_have_type(value: object, types: set[str]) -> bool:
+    """Whether ``value`` may be of one of ``types``, to the validator of any draft."""
+    if value is None:
+        return "null" in types
+    if isinstance(value, bool):  # before int: a boolean is never a number
+        return "boolean" in types
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
+        # An integer is a number; from draft 6 on, 1.0 is an integer too.
+        return bool(types & {"integer", "number"})
+    for kind, python in (("number", float), ("string", str), ("array", list), ("object", dict)):
+        if isinstance(value, python):
+            return kind in types
+    return True  # not a value JSON makes: not judged here
+
+
+def _types_named(types: set[str]) -> str:
+    return " or ".join(_a(kind) for kind in sorted(types))
+
+
+def _shown(value: object) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 _REFERENCES = ("$ref", "$dynamicRef", "$recursiveRef")

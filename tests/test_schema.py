@@ -821,6 +821,25 @@ def test_incompatible_names_the_schemas_as_told() -> None:
             {"type": "object", "required": ["x"], "additionalProperties": False},
             "at the root: it requires 'x', which its additionalProperties: false refuses",
         ),
+        (
+            {"anyOf": [{"enum": []}, False]},
+            "at /anyOf: none of its members passes a value (at /anyOf/0: its enum is empty; "
+            "at /anyOf/1: it is false, which no value passes)",
+        ),
+        ({"oneOf": [{"not": {}}]}, "at /oneOf/0: its not refuses every value"),
+        (
+            _obj(
+                {"n": {"anyOf": [{"type": "integer", "minimum": 2, "maximum": 1}]}}, required=["n"]
+            ),
+            "at /properties/n/anyOf/0: its minimum 2 is over its maximum 1",
+        ),
+        ({"type": "integer", "const": "7"}, 'at the root: its const "7" is not an integer'),
+        ({"type": "integer", "const": 1.5}, "at the root: its const 1.5 is not an integer"),
+        ({"type": "number", "const": True}, "at the root: its const true is not a number"),
+        (
+            {"type": ["string", "null"], "enum": [1, False, [], {}]},
+            "at the root: none of its enum values is a null or a string",
+        ),
     ],
 )
 def test_unsatisfiable_names_where_and_why_no_value_passes(schema: Any, reason: str) -> None:
@@ -848,6 +867,13 @@ def test_unsatisfiable_names_where_and_why_no_value_passes(schema: Any, reason: 
         {"type": "number", "minimum": 3, "maximum": 3},
         # What a reference leads to is not looked at.
         {"$ref": "#/$defs/never", "$defs": {"never": False}},
+        # One member that a value passes is enough.
+        {"anyOf": [False, {"type": "string"}]},
+        {"oneOf": [{"enum": []}, {}]},
+        # 1.0 is an integer from draft 6 on; an integer is a number.
+        {"type": "integer", "const": 1.0},
+        {"type": "number", "enum": ["a", 2]},
+        {"type": ["string", "null"], "enum": [1, None]},
     ],
 )
 def test_unsatisfiable_finds_nothing_where_a_value_may_pass(schema: Any) -> None:
@@ -1453,6 +1479,8 @@ _BOUNDS = st.fixed_dictionaries(
         "maxProperties": st.integers(0, 3),
         "required": st.lists(_NAMES, max_size=3, unique=True),
         "additionalProperties": st.booleans(),
+        "const": _SCALARS,
+        "enum": st.lists(_SCALARS, min_size=1, max_size=3),
     },
 )
 _NEVER = st.recursive(
@@ -1463,7 +1491,11 @@ _NEVER = st.recursive(
             _BOUNDS,
             st.dictionaries(_NAMES, children, max_size=3),
         )
-        | st.builds(lambda members: {"allOf": members}, st.lists(children, min_size=1, max_size=2))
+        | st.builds(
+            lambda keyword, members: {keyword: members},
+            st.sampled_from(["allOf", "anyOf", "oneOf"]),
+            st.lists(children, min_size=1, max_size=2),
+        )
     ),
     max_leaves=4,
 )
@@ -1481,6 +1513,22 @@ def test_no_value_passes_a_schema_unsatisfiable_names(
 ) -> None:
     if not is_valid_schema(schema) or unsatisfiable(schema) is None:
         return
-    for _ in range(20):
-        value = data.draw(_NEAR)
+    # The schema's own const and enum values too, which drawn values seldom equal.
+    for value in [data.draw(_NEAR) for _ in range(20)] + _named_values(schema):
         assert validate(schema, value), (schema, value)
+
+
+def _named_values(schema: Any) -> list[Any]:
+    """Every ``const`` and ``enum`` value in ``schema``, and objects of them for its
+    properties."""
+    if not isinstance(schema, dict):
+        return []
+    found = [schema["const"]] if "const" in schema else []
+    found += schema.get("enum", [])
+    for keyword in ("allOf", "anyOf", "oneOf"):
+        for member in schema.get(keyword, []):
+            found += _named_values(member)
+    properties = schema.get("properties", {})
+    for name, subschema in properties.items():
+        found += [{name: value} for value in _named_values(subschema)]
+    return found
