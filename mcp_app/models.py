@@ -646,9 +646,10 @@ class Resource(Definition):
                     "uri",
                     f"The resource at {twin!r} on server {self.server!r} has a URI that differs "
                     "from this one only in what RFC 3986 normalizes (the case of its scheme or "
-                    "host, percent-encoding, '.' and '..' segments, a default port) or in "
-                    "Unicode normalization: clients may take the two for one. Edit that "
-                    "resource, or choose a URI that differs otherwise.",
+                    "host, percent-encoding, '.' and '..' segments of a path that begins with "
+                    "'/', an empty or default port, an empty path for '/') or in Unicode "
+                    "normalization: clients may take the two for one. Choose a URI that "
+                    "differs otherwise.",
                 )
         if self.uri and "uri" not in errors:
             template = rows.code_template_for(self.server, self.uri)

@@ -70,9 +70,12 @@ def uri_identity(uri: str) -> str:
     path, tail = rest[:end], rest[end:]
     if path.startswith("/"):
         path = _without_dot_segments(path)
+        if authority is None and path.startswith("//"):
+            # "notes:/..//x" must not read as the host of "notes://x".
+            path = "/." + path
     if authority is not None:
         userinfo, at, host = authority.rpartition("@")
-        host = host.lower()
+        host = _PERCENT_RE.sub(_upper, host.lower())
         port = _PORT_RE.search(host)
         if port and port.group(1) in ("", _DEFAULT_PORTS.get(scheme)):
             host = host[: port.start()]
@@ -80,6 +83,10 @@ def uri_identity(uri: str) -> str:
             path = "/"
         path = "//" + userinfo + at + host + path
     return unicodedata.normalize("NFC", scheme + colon + path + tail)
+
+
+def _upper(match: re.Match[str]) -> str:
+    return match.group().upper()
 
 
 def _percent_identity(match: re.Match[str]) -> str:

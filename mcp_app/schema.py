@@ -289,39 +289,47 @@ def unsatisfiable(schema: Schema) -> str | None:
     no value of any declared type meets (``minItems`` over ``maxItems``, a required property
     no value passes...). ``None`` otherwise, which does not prove that a value passes; a
     valid schema is assumed. The reason begins with where (``at /properties/n: ...``)."""
-    found = _unsatisfiable(schema, "")
+    try:
+        draft4 = _validator_class(schema) is jsonschema.Draft4Validator
+    except SchemaError:
+        return None
+    found = _unsatisfiable(schema, "", draft4)
     return None if found is None else f"{_where(found[0])}: {found[1]}"
 
 
-def _unsatisfiable(schema: object, pointer: str) -> tuple[str, str] | None:
+def _unsatisfiable(schema: object, pointer: str, draft4: bool) -> tuple[str, str] | None:
+    """As ``unsatisfiable``, at ``pointer``; ``draft4``: the schema is of draft 4, which has no
+    ``const`` (nor boolean schemas, which its meta-schema refuses)."""
     if schema is False:
         return pointer, "it is false, which no value passes"
     if not isinstance(schema, Mapping) or any(key in schema for key in _REFERENCES):
         return None  # what a reference leads to is not looked at
+    if pointer and "$schema" in schema:
+        return None  # a resource of its own dialect, which may read keywords otherwise
     if schema.get("not") is True or schema.get("not") == {}:
         return pointer, "its not refuses every value"
     if schema.get("enum") == []:
         return pointer, "its enum is empty"
     members = schema.get("allOf")
     for index, member in enumerate(members if isinstance(members, list) else []):
-        found = _unsatisfiable(member, f"{pointer}/allOf/{index}")
+        found = _unsatisfiable(member, f"{pointer}/allOf/{index}", draft4)
         if found is not None:
             return found
     for keyword in ("anyOf", "oneOf"):
-        found = _every_member_unsatisfiable(schema.get(keyword), f"{pointer}/{keyword}")
+        found = _every_member_unsatisfiable(schema.get(keyword), f"{pointer}/{keyword}", draft4)
         if found is not None:
             return found
     types = _declared_types(schema)
     if not types:
         return None  # a value of a type no keyword bounds passes
-    if "const" in schema and not _may_have_type(schema["const"], types):
+    if "const" in schema and not draft4 and not _may_have_type(schema["const"], types):
         return pointer, f"its const {_shown(schema['const'])} is not {_types_named(types)}"
     values = schema.get("enum")
     if isinstance(values, list) and not any(_may_have_type(value, types) for value in values):
         return pointer, f"none of its enum values is {_types_named(types)}"
     reasons: list[tuple[str, str, str]] = []
     for kind in sorted(types):
-        blocked = _blocked(schema, kind, pointer)
+        blocked = _blocked(schema, kind, pointer, draft4)
         if blocked is None:
             return None
         reasons.append((kind, *blocked))
@@ -333,13 +341,15 @@ def _unsatisfiable(schema: object, pointer: str) -> tuple[str, str] | None:
     )
 
 
-def _every_member_unsatisfiable(members: object, pointer: str) -> tuple[str, str] | None:
+def _every_member_unsatisfiable(
+    members: object, pointer: str, draft4: bool
+) -> tuple[str, str] | None:
     """Why no member of an ``anyOf`` or ``oneOf`` passes any value, or ``None``."""
     if not isinstance(members, list) or not members:
         return None
     reasons = []
     for index, member in enumerate(members):
-        found = _unsatisfiable(member, f"{pointer}/{index}")
+        found = _unsatisfiable(member, f"{pointer}/{index}", draft4)
         if found is None:
             return None
         reasons.append(found)
@@ -359,18 +369,22 @@ def _may_have_type(value: object, types: set[str]) -> bool:
     if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
         # An integer is a number; from draft 6 on, 1.0 is an integer too.
         return bool(types & {"integer", "number"})
-    for kind, python in (("number", float), ("string", str), ("array", list), ("object", dict)):
+    kinds = (("number", float), ("string", str), ("array", (list, tuple)), ("object", Mapping))
+    for kind, python in kinds:
         if isinstance(value, python):
             return kind in types
     return True  # not a value JSON makes: not judged here
 
 
 def _types_named(types: set[str]) -> str:
-    return " or ".join(_a(kind) for kind in sorted(types))
+    return " or ".join(kind if kind == "null" else _a(kind) for kind in sorted(types))
 
 
 def _shown(value: object) -> str:
-    text = json.dumps(value, ensure_ascii=False)
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=_plain)
+    except (TypeError, ValueError):
+        text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
 
@@ -390,7 +404,9 @@ _BOUND_PAIRS: dict[str, tuple[tuple[str, str, bool], ...]] = {
 }
 
 
-def _blocked(schema: Mapping[str, Any], kind: str, pointer: str) -> tuple[str, str] | None:
+def _blocked(
+    schema: Mapping[str, Any], kind: str, pointer: str, draft4: bool
+) -> tuple[str, str] | None:
     """Why no value of the JSON type ``kind`` passes ``schema``, or ``None``."""
     for low, high, or_equal in _BOUND_PAIRS.get("number" if kind == "integer" else kind, ()):
         first: Any = schema.get(low)
@@ -409,7 +425,9 @@ def _blocked(schema: Mapping[str, Any], kind: str, pointer: str) -> tuple[str, s
     properties = _properties(schema)
     for name in sorted(required):
         if name in properties:
-            found = _unsatisfiable(properties[name], f"{pointer}/properties/{_escape(name)}")
+            found = _unsatisfiable(
+                properties[name], f"{pointer}/properties/{_escape(name)}", draft4
+            )
             if found is not None:
                 return found
         elif schema.get("additionalProperties") is False and "patternProperties" not in schema:

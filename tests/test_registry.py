@@ -752,6 +752,10 @@ def test_a_template_or_prompt_named_with_no_text_is_not_defined() -> None:
         ("http://[::1]:80/", "http://[::1]/"),
         ("http://[::1]/", "http://[::1]/"),
         ("http://[::1]:8080/", "http://[::1]:8080/"),
+        # A path with no authority never reads as one, and a host's octets keep upper case.
+        ("notes:/..//x", "notes:/.//x"),
+        ("file:/.//etc/passwd", "file:/.//etc/passwd"),
+        ("http://%C3%89x.org/", "http://%C3%89x.org/"),
     ],
 )
 def test_uri_identity_is_what_rfc_3986_and_nfc_leave_of_a_uri(uri: str, identity: str) -> None:
