@@ -56,8 +56,9 @@ logger = logging.getLogger(__name__)
 #: Lookups a change list's query may not use: the admin makes none of them, and a pattern
 #: the database cannot compile fails only as the page renders.
 REFUSED_LOOKUPS = ("__regex", "__iregex")
-#: A change list's own query keys, not filters: the page, ordering, search, and the like.
-PAGE_KEYS = frozenset({ERROR_FLAG, "o", "p", "q", "all", "_popup", "_to_field"})
+#: A change list's own query keys, not filters: the page, ordering, and the like (not the
+#: search, whose term makes a query that may fail: too long a pattern for SQLite's LIKE).
+PAGE_KEYS = frozenset({ERROR_FLAG, "o", "p", "all", "_popup", "_to_field"})
 
 
 class AppAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
@@ -89,7 +90,8 @@ class AppAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
                 # The rows are read as the page renders: render it here, to catch that.
                 if isinstance(response, TemplateResponse) and not response.is_rendered:
                     response.render()
-        except (DatabaseError, OverflowError):
+        except (DatabaseError, OverflowError, ValueError):
+            # ValueError: a date lookup's year out of range (updated__year=0).
             logger.warning("A change list's query failed", exc_info=True)
             return self._bad_lookup(request)
         return response
@@ -100,24 +102,46 @@ class AppAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     def _selected_are_keys(self, request: HttpRequest) -> bool:
         """Whether each item an action was asked for is a primary key the database can hold
         (a hand-made ``abc`` or a 20-digit number would fail inside Django's action)."""
-        pk = self.model._meta.pk
-        assert pk is not None
-        ops = connections[router.db_for_read(self.model)].ops
-        kind = pk.get_internal_type()
-        # Only the integer types have a range (a task's key is text).
-        low, high = (
-            ops.integer_field_range(kind) if kind in ops.integer_field_ranges else (None, None)
+        return all(
+            _storable_key(self.model, value) for value in request.POST.getlist(ACTION_CHECKBOX_NAME)
         )
-        for value in request.POST.getlist(ACTION_CHECKBOX_NAME):
-            try:
-                key = pk.to_python(value)
-            except ValidationError:
-                return False
-            if key is None or key == "":
-                return False
-            if isinstance(key, int) and not (low is None or high is None or low <= key <= high):
-                return False
-        return True
+
+
+def _storable_key(model: type[models.Model], value: Any) -> bool:
+    """Whether ``value`` is a primary key of ``model`` the database can hold: a query with a
+    number past its column's range fails (SQLite's driver cannot even send it)."""
+    pk = model._meta.pk
+    assert pk is not None
+    ops = connections[router.db_for_read(model)].ops
+    kind = pk.get_internal_type()
+    try:
+        key = pk.to_python(value)
+    except ValidationError:
+        return False
+    if key is None or key == "":
+        return False
+    # Only the integer types have a range (a task's key is text).
+    if isinstance(key, int) and kind in ops.integer_field_ranges:
+        low, high = ops.integer_field_range(kind)
+        return low is None or high is None or low <= key <= high
+    return True
+
+
+class StorableChoiceField(ModelMultipleChoiceField):  # type: ignore[type-arg]
+    """Django's many-to-many choice field, where a key the database cannot hold is an invalid
+    value (a form error) rather than a query that fails."""
+
+    def clean(self, value: Any) -> Any:
+        model = self.queryset.model if self.queryset is not None else None
+        if model is not None and isinstance(value, list | tuple):
+            for key in value:
+                if key not in self.empty_values and not _storable_key(model, key):
+                    raise ValidationError(
+                        self.error_messages["invalid_pk_value"],
+                        code="invalid_pk_value",
+                        params={"pk": key},
+                    )
+        return super().clean(value)
 
 
 def _query_items(request: HttpRequest) -> list[tuple[str, str]]:
@@ -150,6 +174,7 @@ class DefinitionAdmin(AppAdmin):
             # Each choice's label names its app and model: one query, not one per choice.
             qs = kwargs.get("queryset", db_field.remote_field.model.objects)
             kwargs["queryset"] = qs.select_related("content_type")
+        kwargs.setdefault("form_class", StorableChoiceField)
         return super().formfield_for_manytomany(db_field, request, **kwargs)
 
     @admin.display(description="access")

@@ -213,9 +213,40 @@ def test_a_changelist_failing_without_a_query_is_not_taken_for_a_bad_lookup(
         admin_client.get("/admin/mcp_app/tool/")
     response = admin_client.get("/admin/mcp_app/tool/?server=default")
     assert response["Location"] == "/admin/mcp_app/tool/?e=1"
-    # Searching, ordering or paging is no filter: the page is Django's, left unrendered.
+    # Ordering or paging is no filter: the page is Django's, left unrendered.
     with pytest.raises(DatabaseError):
-        admin_client.get("/admin/mcp_app/tool/?q=x&o=1&p=1")
+        admin_client.get("/admin/mcp_app/tool/?o=1&p=1")
+    # A search is one.
+    response = admin_client.get("/admin/mcp_app/tool/?q=x&o=1")
+    assert response["Location"] == "/admin/mcp_app/tool/?e=1"
+
+
+@pytest.mark.parametrize(
+    "model", ["tool", "resource", "resourcetemplate", "prompt", "toolcall", "task"]
+)
+@pytest.mark.parametrize("query", ["updated__year=0", "updated__year__gte=10000"])
+def test_a_changelist_year_out_of_range_is_shown_as_a_bad_lookup(
+    admin_client: Client, model: str, query: str
+) -> None:
+    field = "created" if model == "toolcall" else "updated"
+    response = admin_client.get(f"/admin/mcp_app/{model}/?{query.replace('updated', field)}")
+    assert response.status_code == 302
+    assert response["Location"] == f"/admin/mcp_app/{model}/?e=1"
+
+
+def test_a_search_term_the_database_cannot_match_is_shown_as_a_bad_lookup(
+    admin_client: Client,
+) -> None:
+    from django.db import connection
+
+    Tool.objects.create(name="listed", handler="template", config={"template": "x"})
+    # SQLite refuses a LIKE pattern over 50,000 bytes; PostgreSQL matches it.
+    response = admin_client.get("/admin/mcp_app/tool/?q=" + "_" * 25_001)
+    if connection.vendor == "sqlite":
+        assert response.status_code == 302
+        assert response["Location"] == "/admin/mcp_app/tool/?e=1"
+    else:
+        assert response.status_code == 200
 
 
 @pytest.mark.parametrize("action", ["enable", "delete_selected"])
@@ -329,6 +360,16 @@ def test_add_a_tool_bumps_the_generation(admin_client: Client) -> None:
     tool = Tool.objects.get(name="welcome")
     assert tool.input_schema == schema and tool.icons == [] and tool.annotations == {}
     assert rows.generation("default") != before
+
+
+@pytest.mark.parametrize("field", ["groups", "permissions"])
+@pytest.mark.parametrize("key", ["99999999999999999999", "-9223372036854775809", "abc"])
+def test_a_group_or_permission_no_row_could_be_is_a_form_error(
+    admin_client: Client, field: str, key: str
+) -> None:
+    response = admin_client.post(url("tool"), tool_data(**{field: [key]}))
+    assert form_errors(response)[field] == [f"“{key}” is not a valid value."]
+    assert not Tool.objects.filter(name="welcome").exists()
 
 
 def test_add_a_file_resource(admin_client: Client, settings: Any, tmp_path: Any) -> None:
