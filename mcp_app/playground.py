@@ -482,7 +482,11 @@ def object_fields(
     if not isinstance(schema, dict) or not isinstance(schema.get("properties"), dict):
         return []
     required = schema.get("required")
-    wanted = set(required) if isinstance(required, list) else set()
+    wanted = (
+        {name for name in required if isinstance(name, str)}
+        if isinstance(required, list)
+        else set()
+    )
     return [
         schema_field(
             str(key),
@@ -740,9 +744,14 @@ def _data_uri(data: Any, mime: Any) -> tuple[str, str, str] | None:
 
 
 def _http(uri: Any) -> str:
-    if isinstance(uri, str) and urlsplit(uri).scheme in ("http", "https"):
-        return uri
-    return ""
+    """``uri`` if it is a web link that parses, else ``""``."""
+    if not isinstance(uri, str):
+        return ""
+    try:
+        scheme = urlsplit(uri).scheme
+    except ValueError:  # an IPv6 literal left open, say: shown as text
+        return ""
+    return uri if scheme in ("http", "https") else ""
 
 
 def _contents_block(item: Any, try_url: Callable[[str], str]) -> Block:
@@ -966,7 +975,8 @@ def asked_of(requests: Any, try_url: Callable[[str], str]) -> list[Asked]:
             )
         elif method == "sampling/createMessage":
             asked.kind = "sampling"
-            for item in params.get("messages") or []:
+            messages = params.get("messages")
+            for item in messages if isinstance(messages, list) else []:
                 if isinstance(item, dict):
                     role = str(item.get("role", ""))
                     asked.conversation.append(Message(role, blocks(item.get("content"), try_url)))

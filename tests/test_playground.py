@@ -699,6 +699,37 @@ def test_a_url_that_is_not_a_web_link_is_not_a_link(staff: Client, scratch: Serv
     assert "<code>javascript:alert(1)</code>" in content
 
 
+def test_requests_and_content_of_odd_shapes_are_shown_as_they_came(
+    staff: Client, scratch: Server
+) -> None:
+    def odd(arguments: dict[str, Any], context: Any) -> Any:
+        return input_required(
+            {
+                "go": elicit_url("Visit", "http://[::1/login"),
+                "think": {
+                    "method": "sampling/createMessage",
+                    "params": {"messages": 5, "maxTokens": 1},
+                },
+            }
+        )
+
+    def link(arguments: dict[str, Any], context: Any) -> Any:
+        return {"content": [{"type": "resource_link", "uri": "http://[::1/x", "name": "broken"}]}
+
+    scratch.add_tool(odd)
+    scratch.add_tool(link)
+    content = page(run(staff, tool_url("odd", scratch.name)))
+    assert 'href="http://[::1' not in content
+    assert "<code>http://[::1/login</code>" in content
+    assert "&quot;messages&quot;: 5" in content
+    content = page(run(staff, tool_url("link", scratch.name)))
+    assert "broken" in content and 'href="http://[::1' not in content
+    # A form whose required names are not all names, as a tampered page may post back.
+    schema = {"type": "object", "properties": {"a": {}}, "required": [{"x": 1}, "a"]}
+    (only,) = playground.object_fields(schema, prefix="in:f:", id_prefix="in0")
+    assert only.key == "a" and only.required
+
+
 def test_a_prompt_that_asks_for_input(staff: Client) -> None:
     url = f"{BASE}default/prompt/test_input_required_result_prompt/"
     first = run(staff, url)
