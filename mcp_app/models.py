@@ -339,6 +339,19 @@ class Definition(_Tracked):
     def check_definition(self, errors: Errors) -> None:
         """Add this kind's problems to ``errors``."""
 
+    def _stored_as_is(self, field: str) -> bool:
+        """Whether this row is stored, enabled, on this server, with this value of ``field``:
+        then a rule newer than the row leaves it alone (a pair saved before stays editable)."""
+        if self.pk is None:
+            return False
+        stored = (
+            type(self)
+            ._default_manager.filter(pk=self.pk)
+            .values_list("server", field, "enabled")
+            .first()
+        )
+        return stored == (self.server, getattr(self, field), True)
+
     def code_clash(self, errors: Errors, field: str, key: str, kind: str, noun: str) -> None:
         if key and key in rows.code_keys(self.server, kind):
             _add(
@@ -639,19 +652,6 @@ class Resource(Definition):
         _check_annotations(errors, self.annotations)
         self.code_clash(errors, "uri", self.uri, "resources", "resource at")
         if self.uri and "uri" not in errors:
-            twin = self._look_alike()
-            if twin is not None:
-                _add(
-                    errors,
-                    "uri",
-                    f"The resource at {twin!r} on server {self.server!r} has a URI that differs "
-                    "from this one only in what RFC 3986 normalizes (the case of its scheme or "
-                    "host, percent-encoding, '.' and '..' segments of a path that begins with "
-                    "'/', an empty or default port, an empty path for '/') or in Unicode "
-                    "normalization: clients may take the two for one. Choose a URI that "
-                    "differs otherwise.",
-                )
-        if self.uri and "uri" not in errors:
             template = rows.code_template_for(self.server, self.uri)
             if template is not None:
                 _add(
@@ -661,23 +661,35 @@ class Resource(Definition):
                     f"server {self.server!r} serves this URI; code definitions take precedence, "
                     "so a row must not take it over.",
                 )
+        if self.uri and "uri" not in errors:
+            twin = self._look_alike()
+            if twin is not None:
+                _add(
+                    errors,
+                    "uri",
+                    f"{twin[0]} on server {self.server!r} {twin[1]} a URI that differs from this "
+                    "one only in "
+                    "what RFC 3986 normalizes (the case of its scheme or host, percent-encoding, "
+                    "'.' and '..' segments of a path that begins with '/', an empty or default "
+                    "port, an empty path for '/') or in Unicode normalization: clients may take "
+                    "the two for one. Choose a URI that differs otherwise.",
+                )
 
-    def _look_alike(self) -> str | None:
-        """Another URI that ``uri_identity`` takes for this one, of this server's code
-        resources or enabled rows; ``None`` if there is none, or if this row is disabled or
-        keeps the URI and state it was stored with (a pair saved before this rule stays
-        editable)."""
-        if not self.enabled:
+    def _look_alike(self) -> tuple[str, str] | None:
+        """What has or serves another URI that ``uri_identity`` takes for this one, of this
+        server's code resources and templates or enabled rows ("The resource at 'x'", "has");
+        ``None`` if there is none, or if this row is disabled or keeps the URI and state it was
+        stored with (a pair saved before this rule stays editable)."""
+        if not self.enabled or self._stored_as_is("uri"):
             return None  # checked when it is enabled, as the rules for listed rows are
         manager = type(self)._default_manager
-        if self.pk is not None:
-            stored = manager.filter(pk=self.pk).values_list("server", "uri", "enabled").first()
-            if stored == (self.server, self.uri, True):
-                return None
         mine = uri_identity(self.uri)
         for uri in rows.code_keys(self.server, "resources"):
             if uri != self.uri and uri_identity(uri) == mine:
-                return uri
+                return f"The resource at {uri!r}", "has"
+        template = rows.code_template_for(self.server, mine)
+        if template is not None:
+            return f"The resource template {template.uri_template!r} registered in code", "serves"
         # Compared here, not in SQL: a database's case folding and Unicode forms differ.
         others = (
             manager.filter(server=self.server, enabled=True)
@@ -685,7 +697,8 @@ class Resource(Definition):
             .exclude(uri=self.uri)
             .values_list("uri", flat=True)
         )
-        return next((uri for uri in others if uri_identity(uri) == mine), None)
+        twin = next((uri for uri in others if uri_identity(uri) == mine), None)
+        return None if twin is None else (f"The resource at {twin!r}", "has")
 
     def _check_storable_name(self, errors: Errors) -> None:
         """An upload the storage could not name within the column (a long extension leaves it
@@ -816,6 +829,7 @@ class ResourceTemplate(Definition):
             )
         elif self.enabled and self.uri_template:
             twin = self._same_shape(shape)
+            alike = None if twin is not None else self._look_alike()
             if twin is not None:
                 _add(
                     errors,
@@ -824,8 +838,39 @@ class ResourceTemplate(Definition):
                     f"template's shape on server {self.server!r}: the two match the same URIs, "
                     "so one would never be read.",
                 )
+            elif alike is not None:
+                _add(
+                    errors,
+                    "uri_template",
+                    f"{alike} on server {self.server!r} makes URIs that differ from this one's "
+                    "only in the case of their scheme or host, in percent-encoding or in "
+                    "Unicode normalization: clients may take them for one. Choose a URI "
+                    "template that differs otherwise.",
+                )
             else:
                 self._check_shadowing(errors)
+
+    def _look_alike(self) -> str | None:
+        """What makes URIs that look like this template's (``rows.template_identity``), of
+        this server's code templates or enabled rows, in another shape; ``None`` if there is
+        none, or if this row keeps the template and state it was stored with."""
+        if self._stored_as_is("uri_template"):
+            return None
+        code = rows.code_template_alike(self.server, self.uri_template)
+        if code is not None:
+            return f"The resource template {code!r} registered in code"
+        shape, mine = (
+            rows.template_shape(self.uri_template),
+            rows.template_identity(self.uri_template),
+        )
+        others = ResourceTemplate.objects.filter(server=self.server, enabled=True).exclude(
+            pk=self.pk
+        )
+        for other in others.exclude(uri_template=self.uri_template).only("name", "uri_template"):
+            theirs = other.uri_template
+            if rows.template_shape(theirs) != shape and rows.template_identity(theirs) == mine:
+                return f"The template row {other.name!r} ({theirs})"
+        return None
 
     def _check_shadowing(self, errors: Errors) -> None:
         """Refuse a template every URI of which one read first also matches (``{+path}``

@@ -85,6 +85,39 @@ def uri_identity(uri: str) -> str:
     return unicodedata.normalize("NFC", scheme + colon + path + tail)
 
 
+def template_identity(shape: str, expression: re.Pattern[str]) -> str:
+    """A URI template's ``shape`` as ``uri_identity`` compares URIs, in its literal text only:
+    the scheme in lower case, and the host too where no ``expression`` is in the authority;
+    percent-encodings decoded or in upper case; Unicode's composed form. Two templates equal
+    here make URIs that look alike.
+
+    ``expression`` matches one expression (``{...}``) with its groups, as the template parser
+    reads them.
+    """
+    held: list[str] = []
+    literal: list[str] = []
+    last = 0
+    for match in expression.finditer(shape):
+        literal.append(shape[last : match.start()])
+        held.append(match.group())
+        last = match.end()
+    literal.append(shape[last:])
+    first = literal[0]
+    scheme, colon, rest = first.partition(":")
+    if colon:
+        first = scheme.lower() + colon + rest
+        if rest.startswith("//"):
+            end = next((i for i, c in enumerate(rest[2:], 2) if c in "/?#"), len(rest))
+            # An expression that begins the path, query or fragment leaves the host whole.
+            if end < len(rest) or not held or held[0][1:2] in ("/", "?", "#"):
+                userinfo, at, host = rest[2:end].rpartition("@")
+                first = scheme.lower() + colon + "//" + userinfo + at + host.lower() + rest[end:]
+    literal[0] = first
+    text = [_PERCENT_RE.sub(_percent_identity, piece) for piece in literal]
+    joined = text[0] + "".join(e + t for e, t in zip(held, text[1:], strict=True))
+    return unicodedata.normalize("NFC", joined)
+
+
 def _upper(match: re.Match[str]) -> str:
     return match.group().upper()
 

@@ -33,6 +33,7 @@ from .registry import (
     check_call,
     permission_allows,
 )
+from .registry import template_identity as _literal_identity
 from .server import channel_name, servers
 from .uritemplate import URITemplate, URITemplateError
 
@@ -1541,6 +1542,23 @@ def template_shape(uri_template: str) -> str:
         return "{" + match.group(1) + ",".join(specs) + "}"
 
     return _EXPRESSION.sub(expression, uri_template)
+
+
+def template_identity(uri_template: str) -> str:
+    """The template's shape with its literal text as ``registry.uri_identity`` leaves a URI's:
+    two templates equal here make URIs that look alike."""
+    return _literal_identity(template_shape(uri_template), _EXPRESSION)
+
+
+def code_template_alike(server_name: str, uri_template: str) -> str | None:
+    """The URI template of a server's code resource template of another shape than
+    ``uri_template`` that makes URIs looking alike (``template_identity``), if any."""
+    shape, mine = template_shape(uri_template), template_identity(uri_template)
+    for template in _code_registry(server_name, "templates").values():
+        theirs: str = template.uri_template
+        if template_shape(theirs) != shape and template_identity(theirs) == mine:
+            return theirs
+    return None
 
 
 def code_uri_templates(server_name: str) -> frozenset[str]:

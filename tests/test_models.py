@@ -638,6 +638,61 @@ def test_two_template_rows_of_one_shape_are_refused(other_server: Server) -> Non
     ResourceTemplate.objects.get(name="notes").full_clean()
 
 
+@pytest.mark.parametrize(
+    ("stored", "given"),
+    [
+        ("notes://{topic}", "Notes://{t}"),
+        ("http://example.com/{topic}", "http://EXAMPLE.com/{topic}"),
+        ("http://example.com{/p}", "http://Example.COM{/q}"),
+        ("notes://a%2fb/{x}", "notes://a%2Fb/{x}"),
+        ("notes://a/%7E{x}", "notes://a/~{x}"),
+        ("notes://caf\u00e9/{x}", "notes://cafe\u0301/{x}"),
+    ],
+)
+def test_a_uri_template_whose_uris_only_look_like_another_s_is_refused(
+    stored: str, given: str
+) -> None:
+    ResourceTemplate.objects.create(name="one", uri_template=stored, text="x")
+    errors = errors_of(ResourceTemplate(name="two", uri_template=given, text="y"))
+    assert errors["uri_template"][0].startswith(
+        f"The template row 'one' ({stored}) on server 'default' makes URIs that differ"
+    )
+    # Disabled, or differing otherwise, it is not.
+    ResourceTemplate(name="two", uri_template=given, text="y", enabled=False).full_clean()
+    ResourceTemplate(name="two", uri_template=given + "x", text="y").full_clean()
+    # A pair saved before the rule stays editable.
+    ResourceTemplate.objects.create(name="two", uri_template=given, text="y")
+    ResourceTemplate.objects.get(name="two").full_clean()
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        # The case of a host an expression is part of, or of a user name, is not the host's.
+        "notes://{h}.Example/x",
+        "http://User@example.com/{p}",
+        "notes://Ex{x}/",
+    ],
+)
+def test_a_uri_template_differing_otherwise_is_not_a_look_alike(given: str) -> None:
+    stored = given.replace("Example", "example").replace("User", "user").replace("Ex{", "ex{")
+    ResourceTemplate.objects.create(name="one", uri_template=stored, text="x")
+    ResourceTemplate(name="two", uri_template=given, text="y").full_clean()
+
+
+def test_look_alikes_of_code_templates_are_refused() -> None:
+    # The demo's code template people://{id}.
+    errors = errors_of(ResourceTemplate(name="folk", uri_template="PEOPLE://{who}", text="x"))
+    assert errors["uri_template"][0].startswith(
+        "The resource template 'people://{id}' registered in code on server 'default' makes"
+    )
+    errors = errors_of(Resource(uri="PEOPLE://ada", name="ada", text="x"))
+    assert errors["uri"][0].startswith(
+        "The resource template 'people://{id}' registered in code on server 'default' serves a"
+        " URI that differs"
+    )
+
+
 @pytest.mark.parametrize("uri_template", ["notes://{!topic}", "notes://{}"])
 def test_a_uri_template_that_does_not_parse_gets_its_parse_error_alone(uri_template: str) -> None:
     ResourceTemplate.objects.create(name="notes", uri_template="notes://{topic}", text="x")
