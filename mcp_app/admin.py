@@ -25,6 +25,7 @@ from .exceptions import DefinitionError
 from .forms import CodeTextarea, JSONTextarea, PrettyJSONField, RowForm
 from .models import (
     ROW_MODELS,
+    TEMPLATE_SYNTAX_RE,
     Definition,
     Prompt,
     PromptArgument,
@@ -571,12 +572,15 @@ def _unserved_warnings(prompt: Prompt) -> list[str]:
     unserved = []
     for raw in prompt.messages.exclude(resource_uri="").values_list("resource_uri", flat=True):
         uri = raw.strip()
-        if "{" in uri or uri in catalog.resource_map or catalog.find_template(uri) is not None:
+        if TEMPLATE_SYNTAX_RE.search(uri):
+            continue
+        if uri in catalog.resource_map or catalog.find_template(uri) is not None:
             continue
         unserved.append(uri)
     return [
         f"The prompt “{prompt.name}” embeds {uri}, which no enabled resource or resource "
         f"template of the server “{prompt.server}” serves: getting the prompt fails until one does."
+        + (" An argument goes in a URI as {{ name }}, not {name}." if "{" in uri else "")
         for uri in sorted(set(unserved))
     ]
 

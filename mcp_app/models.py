@@ -99,6 +99,9 @@ ARGUMENT_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}\Z")
 MIME_RE = re.compile(r"^[\w.+-]+/[\w.+-]+(?:[ \t]*;[^\r\n]*)?\Z", re.ASCII)
 #: A name a Django template reads as a variable: not a number, a lookup ("a.b") or "_x".
 TEMPLATE_VARIABLE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*\Z")
+#: Django template syntax ({{ x }}, {% tag %}, {# note #}): a prompt message's resource URI
+#: with it is made from the arguments, and known only when the prompt is got.
+TEMPLATE_SYNTAX_RE = re.compile(r"\{[{%#]")
 
 META_SCHEMA: dict[str, Any] = {"type": "object"}
 
@@ -1019,7 +1022,8 @@ class PromptMessage(_Tracked):
             _check_template(errors, "text", self.text)
         else:
             _check_template(errors, "resource_uri", self.resource_uri)
-            if "{" not in self.resource_uri and not URI_RE.match(self.resource_uri):
+            made = TEMPLATE_SYNTAX_RE.search(self.resource_uri)
+            if not made and not URI_RE.match(self.resource_uri):
                 _add(errors, "resource_uri", "Enter an absolute URI such as file:///notes.txt.")
         if errors:
             raise ValidationError(errors)

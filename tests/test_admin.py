@@ -635,6 +635,12 @@ def test_saving_a_prompt_that_embeds_a_uri_nothing_serves_warns(admin_client: Cl
     assert PromptMessage.objects.filter(prompt__name="unserved").count() == 2
     Resource.objects.create(uri="notes://nowhere", name="nowhere", text="here now")
     assert add("now-served", "notes://nowhere") == []
+    # Single braces are no argument: the URI is taken as it is, and nothing serves it.
+    assert add("braced", "notes://{topic}") == [
+        "The prompt “braced” embeds notes://{topic}, which no enabled resource or resource "
+        "template of the server “default” serves: getting the prompt fails until one does. "
+        "An argument goes in a URI as {{ name }}, not {name}."
+    ]
 
 
 def test_a_meta_key_under_a_reserved_prefix_is_saved_with_a_warning(admin_client: Client) -> None:

@@ -758,6 +758,10 @@ def test_prompt_and_its_inline_rows() -> None:
     )
     bad_uri = errors_of(PromptMessage(prompt=prompt, resource_uri="no uri"))
     assert "absolute URI" in bad_uri["resource_uri"][0]
+    # Single braces are not template syntax: the URI is judged as it is.
+    bad_uri = errors_of(PromptMessage(prompt=prompt, resource_uri="{topic} notes"))
+    assert "absolute URI" in bad_uri["resource_uri"][0]
+    PromptMessage(prompt=prompt, resource_uri="{% if topic %}notes://a{% endif %}").full_clean()
     assert "registered in code" in errors_of(Prompt(name="introduce"))["name"][0]
     assert str(prompt) == "summarize (default)"
     assert str(argument) == "topic"
