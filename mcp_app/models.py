@@ -99,6 +99,8 @@ ARGUMENT_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}\Z")
 MIME_RE = re.compile(r"^[\w.+-]+/[\w.+-]+(?:[ \t]*;[^\r\n]*)?\Z", re.ASCII)
 #: A name a Django template reads as a variable: not a number, a lookup ("a.b") or "_x".
 TEMPLATE_VARIABLE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*\Z")
+#: A URI's scheme and its colon, as a URI template must begin.
+SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 #: Django template syntax ({{ x }}, {% tag %}, {# note #}): a prompt message's resource URI
 #: with it is made from the arguments, and known only when the prompt is got.
 TEMPLATE_SYNTAX_RE = re.compile(r"\{[{%#]")
@@ -795,6 +797,14 @@ class ResourceTemplate(Definition):
                     )
                 elif not URI_RE.match(self.uri_template.replace("{", "x").replace("}", "x")):
                     _add(errors, "uri_template", "The template must make absolute URIs.")
+                elif not SCHEME_RE.match(self.uri_template):
+                    # A variable in the scheme may make no scheme at all ({a}://x with a=1).
+                    _add(
+                        errors,
+                        "uri_template",
+                        "The template must make absolute URIs: begin it with its scheme, "
+                        "as in notes://{topic}.",
+                    )
         if self.text and self.handler:
             _add(errors, "text", "Give either a template text or a handler, not both.")
         elif not self.text and not self.handler:

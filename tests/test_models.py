@@ -501,6 +501,8 @@ def test_a_resource_uri_that_looks_like_a_code_resources_is_refused() -> None:
         ({"uri_template": "notes://{topic*}"}, "uri_template", ""),
         ({"uri_template": "notes://plain"}, "uri_template", "add a resource instead"),
         ({"uri_template": "{topic}"}, "uri_template", "absolute URIs"),
+        ({"uri_template": "{a}://x"}, "uri_template", "begin it with its scheme"),
+        ({"uri_template": "no{a}tes://x"}, "uri_template", "begin it with its scheme"),
         ({"text": "{% for %}"}, "text", "Template syntax error"),
         ({"text": ""}, "text", "or choose a handler"),
         ({"handler": "echo"}, "text", "not both"),
