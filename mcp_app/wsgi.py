@@ -58,7 +58,7 @@ Environ = dict[str, Any]
 StartResponse = Callable[..., Any]
 WSGIApp = Callable[[Environ, StartResponse], Iterable[bytes]]
 
-_SSE_HEADERS = list(sse.HEADERS.items())
+_SSE_HEADERS = tuple(sse.HEADERS.items())
 
 
 def route(application: WSGIApp) -> Route:
@@ -99,7 +99,8 @@ def _serve(
         return _send_reply(answer, start_response, request)
     # A stream may go on for long: the request's stale connections are let go of before it.
     close_old_connections()
-    return _started(_Sent(answer, request), start_response, "200 OK", _SSE_HEADERS)
+    # A copy: a server may add to the list it is given (runserver appends "Connection: close").
+    return _started(_Sent(answer, request), start_response, "200 OK", list(_SSE_HEADERS))
 
 
 class _Hooks(BareHooks):

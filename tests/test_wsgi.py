@@ -367,6 +367,35 @@ def test_a_call_streams_its_progress_and_closing_the_stream_cancels_it(app: Rout
     assert time.monotonic() - began < 2
 
 
+def test_streams_one_after_another_under_runserver(app: Route) -> None:
+    import http.client
+
+    from django.core.servers.basehttp import ThreadedWSGIServer, WSGIRequestHandler
+
+    # runserver's own server, which adds "Connection: close" to the headers it is given.
+    server = ThreadedWSGIServer(("127.0.0.1", 0), WSGIRequestHandler)
+    server.set_app(app)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    body, headers = modern_request(
+        "subscriptions/listen", {"notifications": {"toolsListChanged": True}}
+    )
+    headers = {"Content-Type": "application/json", **headers}
+    try:
+        for _ in range(3):
+            connection = http.client.HTTPConnection(
+                "127.0.0.1", server.server_address[1], timeout=10
+            )
+            connection.request("POST", "/mcp", json.dumps(body), headers)
+            response = connection.getresponse()
+            assert response.status == 200, response.read()
+            assert response.getheader("Content-Type") == "text/event-stream"
+            assert response.readline()  # its opening
+            connection.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_a_listen_stream_opens_and_ends_when_closed(app: Route) -> None:
     body, headers = modern_request(
         "subscriptions/listen", {"notifications": {"toolsListChanged": True}}
