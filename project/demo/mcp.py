@@ -6,6 +6,7 @@ Discovered by ``mcp_app`` at start-up, as any installed app's ``mcp.py`` is.
 from __future__ import annotations
 
 import base64
+import math
 from typing import Any
 
 import mcp_app
@@ -39,9 +40,16 @@ PEOPLE = {
     },
     annotations={"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False},
 )
-def add(arguments: dict[str, Any], context: RequestContext) -> dict[str, Any]:
+def add(arguments: dict[str, Any], context: RequestContext) -> Any:
     """Add a list of numbers."""
-    return {"sum": sum(arguments["numbers"])}
+    try:
+        total = sum(arguments["numbers"])
+    except OverflowError:  # a huge integer beside a float
+        return tool_error("The sum is too large to compute.")
+    if isinstance(total, float) and not math.isfinite(total):
+        # JSON has no number for it.
+        return tool_error("The sum is too large for a JSON number.")
+    return {"sum": total}
 
 
 @mcp_app.tool(annotations={"readOnlyHint": True})
