@@ -1257,6 +1257,7 @@ def test_json_nested_too_deep_is_400(mcp: Any) -> None:
     response = raw(json.dumps(body))
     assert response.status_code == 400
     assert response.json()["error"]["message"] == "JSON nested deeper than 8 levels"
+    assert response.json()["id"] == body["id"]  # the id is read all the same
     fine, _ = modern_request("tools/call", {"name": "echo", "arguments": {"x": nested(3)}})
     assert raw(json.dumps(fine)).status_code == 200
 

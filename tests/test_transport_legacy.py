@@ -2651,12 +2651,26 @@ def test_a_stateless_request_naming_a_session_is_served_statelessly() -> None:
             {"jsonrpc": "2.0", "method": "initialize", "params": {}},
             "initialize must be a JSON-RPC 2.0 request with an id",
         ),
+        (
+            {"jsonrpc": "1.0", "id": "a", "method": "initialize", "params": {}},
+            "initialize must be a JSON-RPC 2.0 request with an id",
+        ),
+        (
+            {"jsonrpc": "2.0", "id": 1.5, "method": "initialize", "params": {}},
+            "initialize must be a JSON-RPC 2.0 request with an id",
+        ),
     ],
 )
 def test_an_initialize_that_is_no_request_says_what_is_wrong(body: Any, problem: str) -> None:
     response = post_raw(Client(), body)
     assert response.status_code == 400
-    assert response.json()["error"] == {"code": -32600, "message": problem}
+    answer = response.json()
+    assert answer["error"] == {"code": -32600, "message": problem}
+    # Answered to its id when it has one a client could match (not 1.5).
+    if isinstance(body.get("id"), int | str):
+        assert answer["id"] == body["id"]
+    else:
+        assert "id" not in answer
 
 
 def test_the_cancels_and_ended_calls_remembered_are_bounded(

@@ -384,11 +384,12 @@ class Endpoint:
         except RecursionError:
             return error_reply(None, InvalidRequest("JSON nested too deeply"), 400)
         refused = over_limits(message, incoming.body)
-        if isinstance(refused, InvalidParams):
-            request_id = message.get("id") if isinstance(message, dict) else None
-            return error_reply(request_id if jsonrpc.valid_id(request_id) else None, refused, 413)
         if refused is not None:
-            return error_reply(None, refused, 400)
+            request_id = message.get("id") if isinstance(message, dict) else None
+            status = 413 if isinstance(refused, InvalidParams) else 400
+            return error_reply(
+                request_id if jsonrpc.valid_id(request_id) else None, refused, status
+            )
         if is_legacy(message, incoming.headers):
             return self.legacy.post(message, incoming)
         return self.stateless(message, incoming)

@@ -451,7 +451,11 @@ class LegacyEndpoint:
                     if "params" in message and not isinstance(message["params"], dict)
                     else "initialize must be a JSON-RPC 2.0 request with an id"
                 )
-                return error_reply(None, InvalidRequest(problem), 400)
+                # Its id, if it has one that can be read: the client matches the error by it.
+                rid = message.get("id")
+                return error_reply(
+                    rid if jsonrpc.valid_id(rid) else None, InvalidRequest(problem), 400
+                )
             return self.initialize(message, incoming)
         # A request's id, when it can be read: a refused response or notification gets none.
         request_id = (
