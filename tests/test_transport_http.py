@@ -260,9 +260,17 @@ def test_get_or_delete_of_an_initialize_era_client_without_its_session_is_400(
 
 
 @pytest.mark.parametrize("method", ["get", "delete"])
-def test_get_or_delete_of_a_2026_07_28_client_is_405(client: Client, method: str) -> None:
-    response = getattr(client, method)("/mcp", headers={"MCP-Protocol-Version": "2026-07-28"})
+@pytest.mark.parametrize("session", [None, "abc", "0123456789abcdef0123456789abcdef"])
+def test_get_or_delete_of_a_2026_07_28_client_is_405(
+    client: Client, method: str, session: str | None
+) -> None:
+    headers = {"MCP-Protocol-Version": "2026-07-28"}
+    if session is not None:
+        # That revision has no sessions: an id sent all the same changes nothing.
+        headers["Mcp-Session-Id"] = session
+    response = getattr(client, method)("/mcp", headers=headers)
     assert response.status_code == 405
+    assert response.json()["error"]["message"].endswith("is not served here; POST MCP messages")
 
 
 @pytest.mark.parametrize(

@@ -352,11 +352,13 @@ class Endpoint:
                     headers=refusal.headers,
                 )
             incoming.user = user
+        version = (incoming.headers.get("mcp-protocol-version") or "").strip()
         if incoming.method in ("GET", "DELETE") and (
-            incoming.headers.get("mcp-session-id")
+            # A client of 2026-07-28 has no session, whatever id it sends: not served.
+            (incoming.headers.get("mcp-session-id") and version != versions.MODERN)
             # An initialize-era client that lost its session id is told so (400), not that
             # the method is not served.
-            or (incoming.headers.get("mcp-protocol-version") or "").strip() in versions.LEGACY
+            or version in versions.LEGACY
         ):
             if incoming.method == "GET":
                 return self.legacy.get(incoming)
