@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import logging
+import re
 from typing import Any, ClassVar
 
 from django import forms
@@ -60,6 +62,21 @@ REFUSED_LOOKUPS = ("__regex", "__iregex")
 #: A change list's own query keys, not filters: the page, ordering, and the like (not the
 #: search, whose term makes a query that may fail: too long a pattern for SQLite's LIKE).
 PAGE_KEYS = frozenset({ERROR_FLAG, "o", "p", "all", "_popup", "_to_field"})
+#: A date lookup by year, which the database's bounds for it are made from as dates.
+YEAR_LOOKUP_RE = re.compile(r"__(?:iso_)?year(?:__(?:exact|gt|gte|lt|lte))?\Z")
+
+
+def _year_out_of_range(key: str, value: str) -> bool:
+    """Whether ``key=value`` filters by a year no date has (0, 10000): the query's bounds
+    would fail to be made as the page renders. A year that is no number is Django's to
+    refuse."""
+    if not YEAR_LOOKUP_RE.search(key):
+        return False
+    try:
+        year = int(value)
+    except ValueError:
+        return False
+    return not datetime.MINYEAR <= year <= datetime.MAXYEAR
 
 
 class AppAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
@@ -70,8 +87,10 @@ class AppAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
         items = _query_items(request)
-        if any("\x00" in key or "\x00" in value for key, value in items) or any(
-            key.endswith(REFUSED_LOOKUPS) for key, _ in items
+        if (
+            any("\x00" in key or "\x00" in value for key, value in items)
+            or any(key.endswith(REFUSED_LOOKUPS) for key, _ in items)
+            or any(_year_out_of_range(key, value) for key, value in items)
         ):
             # PostgreSQL takes no NUL in a query's text, and the filter or search would fail
             # as the page renders: shown again without it, as Django does for a bad lookup.
@@ -91,8 +110,7 @@ class AppAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
                 # The rows are read as the page renders: render it here, to catch that.
                 if isinstance(response, TemplateResponse) and not response.is_rendered:
                     response.render()
-        except (DatabaseError, OverflowError, ValueError):
-            # ValueError: a date lookup's year out of range (updated__year=0).
+        except (DatabaseError, OverflowError):
             logger.warning("A change list's query failed", exc_info=True)
             return self._bad_lookup(request)
         return response
@@ -113,17 +131,21 @@ def _storable_key(model: type[models.Model], value: Any) -> bool:
     number past its column's range fails (SQLite's driver cannot even send it)."""
     pk = model._meta.pk
     assert pk is not None
-    ops = connections[router.db_for_read(model)].ops
-    kind = pk.get_internal_type()
+    return _storable(pk, connections[router.db_for_read(model)], value)
+
+
+def _storable(field: Any, connection: Any, value: Any) -> bool:
+    """Whether ``value`` is one ``field`` of ``connection``'s database can hold."""
     try:
-        key = pk.to_python(value)
+        key = field.to_python(value)
     except ValidationError:
         return False
     if key is None or key == "":
         return False
     # Only the integer types have a range (a task's key is text).
-    if isinstance(key, int) and kind in ops.integer_field_ranges:
-        low, high = ops.integer_field_range(kind)
+    kind = field.get_internal_type()
+    if isinstance(key, int) and kind in connection.ops.integer_field_ranges:
+        low, high = connection.ops.integer_field_range(kind)
         return low is None or high is None or low <= key <= high
     return True
 
@@ -133,10 +155,16 @@ class StorableChoiceField(ModelMultipleChoiceField):  # type: ignore[type-arg]
     value (a form error) rather than a query that fails."""
 
     def clean(self, value: Any) -> Any:
-        model = self.queryset.model if self.queryset is not None else None
-        if model is not None and isinstance(value, list | tuple):
+        queryset = self.queryset
+        if queryset is not None and isinstance(value, list | tuple):
+            meta = queryset.model._meta
+            field = meta.get_field(self.to_field_name) if self.to_field_name else meta.pk
+            connection = connections[queryset.db]
             for key in value:
-                if key not in self.empty_values and not _storable_key(model, key):
+                # An instance: the initial value of a disabled field.
+                if isinstance(key, models.Model) or key in self.empty_values:
+                    continue
+                if not _storable(field, connection, key):
                     raise ValidationError(
                         self.error_messages["invalid_pk_value"],
                         code="invalid_pk_value",
@@ -401,7 +429,7 @@ def _template_embedding_warnings(templates: list[ResourceTemplate]) -> list[str]
         )
         for prompt, raw in candidates.values_list("prompt__name", "resource_uri"):
             uri = raw.strip()
-            if "{" in uri or uri in catalog.resource_map:
+            if TEMPLATE_SYNTAX_RE.search(uri) or uri in catalog.resource_map:
                 continue
             if any(t.matcher.match(uri) is not None for t in staying):
                 continue
@@ -561,6 +589,10 @@ class PromptAdmin(DefinitionAdmin):
             messages.warning(request, text)
 
 
+#: A name in single braces, as a URI template would have it.
+_BRACED = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\}")
+
+
 def _unserved_warnings(prompt: Prompt) -> list[str]:
     """The URIs an enabled prompt's messages embed that nothing of its server serves now:
     getting the prompt fails until something does. A warning, not an error: the resource
@@ -580,7 +612,7 @@ def _unserved_warnings(prompt: Prompt) -> list[str]:
     return [
         f"The prompt “{prompt.name}” embeds {uri}, which no enabled resource or resource "
         f"template of the server “{prompt.server}” serves: getting the prompt fails until one does."
-        + (" An argument goes in a URI as {{ name }}, not {name}." if "{" in uri else "")
+        + (" An argument goes in a URI as {{ name }}, not {name}." if _BRACED.search(uri) else "")
         for uri in sorted(set(unserved))
     ]
 

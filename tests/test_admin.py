@@ -10,6 +10,7 @@ from django.contrib import admin, messages
 from django.contrib.admin import AdminSite
 from django.contrib.auth.admin import GroupAdmin
 from django.contrib.auth.models import Group, Permission
+from django.core.exceptions import ValidationError
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.http import HttpRequest
 from django.test import Client
@@ -17,7 +18,7 @@ from django.urls import path as route  # "path" names the test pages' URLs below
 
 import mcp_app
 from mcp_app import rows
-from mcp_app.admin import AccessDeleteWarnings, add_access_delete_warnings
+from mcp_app.admin import AccessDeleteWarnings, StorableChoiceField, add_access_delete_warnings
 from mcp_app.models import Prompt, PromptArgument, PromptMessage, Resource, ResourceTemplate, Tool
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -372,6 +373,21 @@ def test_a_group_or_permission_no_row_could_be_is_a_form_error(
     assert not Tool.objects.filter(name="welcome").exists()
 
 
+def test_the_storable_choice_field_takes_what_django_s_does() -> None:
+    staff = Group.objects.create(name="staff")
+    # A disabled field cleans its initial value: instances.
+    disabled = StorableChoiceField(queryset=Group.objects.all(), disabled=True)
+    assert list(disabled.clean([staff])) == [staff]
+    by_name = StorableChoiceField(queryset=Group.objects.all(), to_field_name="name")
+    assert list(by_name.clean(["staff"])) == [staff]
+    with pytest.raises(ValidationError, match="is not one of the available choices"):
+        by_name.clean(["9" * 30])  # a name no group has: Django's own error
+    optional = StorableChoiceField(queryset=Group.objects.all(), required=False)
+    assert list(optional.clean([])) == []
+    with pytest.raises(ValidationError, match="is not a valid value"):
+        StorableChoiceField(queryset=Group.objects.all()).clean([str(staff.pk), "9" * 30])
+
+
 def test_add_a_file_resource(admin_client: Client, settings: Any, tmp_path: Any) -> None:
     settings.MEDIA_ROOT = str(tmp_path)
     upload = SimpleUploadedFile("notes.md", b"# Notes\n", content_type="text/markdown")
@@ -640,6 +656,10 @@ def test_saving_a_prompt_that_embeds_a_uri_nothing_serves_warns(admin_client: Cl
         "The prompt “braced” embeds notes://{topic}, which no enabled resource or resource "
         "template of the server “default” serves: getting the prompt fails until one does. "
         "An argument goes in a URI as {{ name }}, not {name}."
+    ]
+    assert add("stray", "notes://a{b") == [
+        "The prompt “stray” embeds notes://a{b, which no enabled resource or resource "
+        "template of the server “default” serves: getting the prompt fails until one does."
     ]
 
 

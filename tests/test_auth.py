@@ -1258,6 +1258,10 @@ def test_json_nested_too_deep_is_400(mcp: Any) -> None:
     assert response.status_code == 400
     assert response.json()["error"]["message"] == "JSON nested deeper than 8 levels"
     assert response.json()["id"] == body["id"]  # the id is read all the same
+    # A response's id is the server's numbering: the error goes to none.
+    answer = {"jsonrpc": "2.0", "id": 4, "result": {"x": nested(10)}}
+    response = raw(json.dumps(answer))
+    assert response.status_code == 400 and "id" not in response.json()
     fine, _ = modern_request("tools/call", {"name": "echo", "arguments": {"x": nested(3)}})
     assert raw(json.dumps(fine)).status_code == 200
 

@@ -387,11 +387,10 @@ class Endpoint:
             return error_reply(None, InvalidRequest("JSON nested too deeply"), 400)
         refused = over_limits(message, incoming.body)
         if refused is not None:
-            request_id = message.get("id") if isinstance(message, dict) else None
+            # A request's id; a response's is the server's own numbering, not the client's.
+            request_id = message["id"] if jsonrpc.classify(message) == "request" else None
             status = 413 if isinstance(refused, InvalidParams) else 400
-            return error_reply(
-                request_id if jsonrpc.valid_id(request_id) else None, refused, status
-            )
+            return error_reply(request_id, refused, status)
         if is_legacy(message, incoming.headers):
             return self.legacy.post(message, incoming)
         return self.stateless(message, incoming)

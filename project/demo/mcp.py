@@ -45,10 +45,15 @@ def add(arguments: dict[str, Any], context: RequestContext) -> Any:
     try:
         total = sum(arguments["numbers"])
     except OverflowError:  # a huge integer beside a float
-        return tool_error("The sum is too large to compute.")
+        return tool_error("The sum is out of the range of a float.")
     if isinstance(total, float) and not math.isfinite(total):
         # JSON has no number for it.
-        return tool_error("The sum is too large for a JSON number.")
+        return tool_error("The sum is out of the range of a JSON number.")
+    if isinstance(total, int) and total.bit_length() > 14_000:
+        try:
+            str(total)
+        except ValueError:  # past the digits Python writes an integer with (4,300)
+            return tool_error("The sum has too many digits to write.")
     return {"sum": total}
 
 
