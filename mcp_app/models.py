@@ -673,11 +673,10 @@ class Resource(Definition):
                     errors,
                     "uri",
                     f"{twin[0]} on server {self.server!r} {twin[1]} a URI that differs from this "
-                    "one only in "
-                    "what RFC 3986 normalizes (the case of its scheme or host, percent-encoding, "
-                    "'.' and '..' segments of a path that begins with '/', an empty or default "
-                    "port, an empty path for '/') or in Unicode normalization: clients may take "
-                    "the two for one. Choose a URI that differs otherwise.",
+                    "one only in what RFC 3986 normalizes (the case of its scheme or host, "
+                    "percent-encoding, '.' and '..' segments of a path that begins with '/', an "
+                    "empty or default port, an empty path for '/') or in Unicode normalization: "
+                    "clients may take the two for one. Choose a URI that differs otherwise.",
                 )
 
     def _look_alike(self) -> tuple[str, str] | None:
@@ -841,8 +840,7 @@ class ResourceTemplate(Definition):
                 f"{self.server!r}; it matches first, so this row would never be read.",
             )
         elif self.enabled and self.uri_template:
-            twin = self._same_shape(shape)
-            alike = None if twin is not None else self._look_alike()
+            twin, alike = self._twins(shape)
             if twin is not None:
                 _add(
                     errors,
@@ -863,27 +861,31 @@ class ResourceTemplate(Definition):
             else:
                 self._check_shadowing(errors)
 
-    def _look_alike(self) -> str | None:
-        """What makes URIs that look like this template's (``rows.template_identity``), of
-        this server's code templates or enabled rows, in another shape; ``None`` if there is
-        none, or if this row keeps the template and state it was stored with."""
-        if self._stored_as_is("uri_template"):
-            return None
-        code = rows.code_template_alike(self.server, self.uri_template)
+    def _twins(self, shape: str) -> tuple[ResourceTemplate | None, str | None]:
+        """Another enabled row of this server whose URI template has ``shape``; else, what makes
+        URIs that look like this template's (``rows.templates_alike``) among this server's code
+        templates and enabled rows, unless this row keeps the template and state it was stored
+        with."""
+        alike = None
+        looking = not self._stored_as_is("uri_template")
+        code = rows.code_template_alike(self.server, self.uri_template) if looking else None
         if code is not None:
-            return f"The resource template {code!r} registered in code"
-        shape, mine = (
-            rows.template_shape(self.uri_template),
-            rows.template_identity(self.uri_template),
-        )
-        others = ResourceTemplate.objects.filter(server=self.server, enabled=True).exclude(
-            pk=self.pk
-        )
-        for other in others.exclude(uri_template=self.uri_template).only("name", "uri_template"):
+            alike, looking = f"The resource template {code!r} registered in code", False
+        for other in self._other_rows().only("name", "uri_template"):
             theirs = other.uri_template
-            if rows.template_shape(theirs) != shape and rows.template_identity(theirs) == mine:
-                return f"The template row {other.name!r} ({theirs})"
-        return None
+            if rows.template_shape(theirs) == shape:
+                return other, None
+            if looking and rows.templates_alike(theirs, self.uri_template):
+                alike, looking = f"The template row {other.name!r} ({theirs})", False
+        return None, alike
+
+    def _other_rows(self) -> models.QuerySet[ResourceTemplate]:
+        """This server's other enabled rows, but for one of this very template, which the
+        unique constraint refuses in its own words."""
+        others = ResourceTemplate.objects.filter(server=self.server, enabled=True)
+        if self.pk is not None:
+            others = others.exclude(pk=self.pk)
+        return others.exclude(uri_template=self.uri_template)
 
     def _check_shadowing(self, errors: Errors) -> None:
         """Refuse a template every URI of which one read first also matches (``{+path}``
@@ -899,11 +901,7 @@ class ResourceTemplate(Definition):
                 "read.",
             )
             return
-        others = ResourceTemplate.objects.filter(server=self.server, enabled=True)
-        if self.pk is not None:
-            others = others.exclude(pk=self.pk)
-        # The very same template is the unique constraint's to refuse.
-        others = others.exclude(uri_template=self.uri_template)
+        others = self._other_rows()
         # Read first as the catalog orders rows: by the database's collation of names.
         before = set(
             others.filter(
@@ -930,17 +928,6 @@ class ResourceTemplate(Definition):
                     ),
                 )
                 return
-
-    def _same_shape(self, shape: str) -> ResourceTemplate | None:
-        """Another enabled row of this server whose URI template has ``shape``."""
-        others = ResourceTemplate.objects.filter(server=self.server, enabled=True)
-        if self.pk is not None:
-            others = others.exclude(pk=self.pk)
-        # The very same template is the unique constraint's to refuse, in its own words.
-        for other in others.exclude(uri_template=self.uri_template).only("name", "uri_template"):
-            if rows.template_shape(other.uri_template) == shape:
-                return other
-        return None
 
 
 class Prompt(Definition):

@@ -61,10 +61,10 @@ def uri_identity(uri: str) -> str:
     """
     scheme, colon, rest = uri.partition(":")
     scheme = scheme.lower()
-    rest = _PERCENT_RE.sub(_percent_identity, rest)
+    rest = percent_identity(rest)
     authority = None
     if rest.startswith("//"):
-        end = next((i for i, c in enumerate(rest[2:], 2) if c in "/?#"), len(rest))
+        end = authority_end(rest)
         authority, rest = rest[2:end], rest[end:]
     end = next((i for i, c in enumerate(rest) if c in "?#"), len(rest))
     path, tail = rest[:end], rest[end:]
@@ -85,37 +85,16 @@ def uri_identity(uri: str) -> str:
     return unicodedata.normalize("NFC", scheme + colon + path + tail)
 
 
-def template_identity(shape: str, expression: re.Pattern[str]) -> str:
-    """A URI template's ``shape`` as ``uri_identity`` compares URIs, in its literal text only:
-    the scheme in lower case, and the host too where no ``expression`` is in the authority;
-    percent-encodings decoded or in upper case; Unicode's composed form. Two templates equal
-    here make URIs that look alike.
+def authority_end(rest: str) -> int:
+    """Where the authority ends in ``rest``, the text after a scheme's colon that begins with
+    ``//``: at its path, query or fragment, or at the end."""
+    return next((i for i, c in enumerate(rest[2:], 2) if c in "/?#"), len(rest))
 
-    ``expression`` matches one expression (``{...}``) with its groups, as the template parser
-    reads them.
-    """
-    held: list[str] = []
-    literal: list[str] = []
-    last = 0
-    for match in expression.finditer(shape):
-        literal.append(shape[last : match.start()])
-        held.append(match.group())
-        last = match.end()
-    literal.append(shape[last:])
-    first = literal[0]
-    scheme, colon, rest = first.partition(":")
-    if colon:
-        first = scheme.lower() + colon + rest
-        if rest.startswith("//"):
-            end = next((i for i, c in enumerate(rest[2:], 2) if c in "/?#"), len(rest))
-            # An expression that begins the path, query or fragment leaves the host whole.
-            if end < len(rest) or not held or held[0][1:2] in ("/", "?", "#"):
-                userinfo, at, host = rest[2:end].rpartition("@")
-                first = scheme.lower() + colon + "//" + userinfo + at + host.lower() + rest[end:]
-    literal[0] = first
-    text = [_PERCENT_RE.sub(_percent_identity, piece) for piece in literal]
-    joined = text[0] + "".join(e + t for e, t in zip(held, text[1:], strict=True))
-    return unicodedata.normalize("NFC", joined)
+
+def percent_identity(text: str) -> str:
+    """``text`` with each percent-encoded octet decoded if it encodes a character that needs
+    no encoding, else in upper case (RFC 3986, 6.2.2)."""
+    return _PERCENT_RE.sub(_percent_identity, text)
 
 
 def _upper(match: re.Match[str]) -> str:

@@ -9,6 +9,7 @@ import logging
 import re
 import sys
 import time
+import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -30,10 +31,11 @@ from .registry import (
     ResourceDef,
     TemplateDef,
     ToolDef,
+    authority_end,
     check_call,
+    percent_identity,
     permission_allows,
 )
-from .registry import template_identity as _literal_identity
 from .server import channel_name, servers
 from .uritemplate import URITemplate, URITemplateError
 
@@ -1546,17 +1548,40 @@ def template_shape(uri_template: str) -> str:
 
 def template_identity(uri_template: str) -> str:
     """The template's shape with its literal text as ``registry.uri_identity`` leaves a URI's:
-    two templates equal here make URIs that look alike."""
-    return _literal_identity(template_shape(uri_template), _EXPRESSION)
+    the scheme in lower case, and the host too where no expression is in the authority;
+    percent-encodings decoded or in upper case; Unicode's composed form."""
+    shape = template_shape(uri_template)
+    held = [match.group() for match in _EXPRESSION.finditer(shape)]
+    # split() puts each expression's groups between the literal pieces.
+    literal = _EXPRESSION.split(shape)[:: _EXPRESSION.groups + 1]
+    scheme, colon, rest = literal[0].partition(":")
+    if colon:
+        if rest.startswith("//"):
+            end = authority_end(rest)
+            # An expression that begins the path, query or fragment leaves the host whole.
+            if end < len(rest) or not held or held[0][1:2] in ("/", "?", "#"):
+                userinfo, at, host = rest[2:end].rpartition("@")
+                rest = "//" + userinfo + at + host.lower() + rest[end:]
+        literal[0] = scheme.lower() + colon + rest
+    text = [percent_identity(piece) for piece in literal]
+    joined = text[0] + "".join(e + t for e, t in zip(held, text[1:], strict=True))
+    return unicodedata.normalize("NFC", joined)
+
+
+def templates_alike(first: str, second: str) -> bool:
+    """Whether two URI templates of different shapes make URIs that look alike: equal in
+    ``template_identity``."""
+    return template_shape(first) != template_shape(second) and template_identity(
+        first
+    ) == template_identity(second)
 
 
 def code_template_alike(server_name: str, uri_template: str) -> str | None:
-    """The URI template of a server's code resource template of another shape than
-    ``uri_template`` that makes URIs looking alike (``template_identity``), if any."""
-    shape, mine = template_shape(uri_template), template_identity(uri_template)
+    """The URI template of a server's code resource template that ``templates_alike`` says
+    makes URIs looking like ``uri_template``'s, if any."""
     for template in _code_registry(server_name, "templates").values():
         theirs: str = template.uri_template
-        if template_shape(theirs) != shape and template_identity(theirs) == mine:
+        if templates_alike(theirs, uri_template):
             return theirs
     return None
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import enum
-import re
 from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
@@ -21,7 +20,6 @@ from mcp_app.registry import (
     ToolDef,
     argument_at,
     header_problem,
-    template_identity,
     uri_identity,
 )
 
@@ -762,23 +760,3 @@ def test_a_template_or_prompt_named_with_no_text_is_not_defined() -> None:
 )
 def test_uri_identity_is_what_rfc_3986_and_nfc_leave_of_a_uri(uri: str, identity: str) -> None:
     assert uri_identity(uri) == identity
-
-
-@pytest.mark.parametrize(
-    ("shape", "identity"),
-    [
-        ("Notes://{}", "notes://{}"),
-        ("HTTP://User@Example.COM/{}", "http://User@example.com/{}"),
-        ("http://Ex.COM{/}", "http://ex.com{/}"),  # the expression begins the path
-        ("http://Ex{}.COM/", "http://Ex{}.COM/"),  # part of the host: left as it is
-        ("notes://{}.Example/", "notes://{}.Example/"),
-        ("notes://h/%7e%2f{}%41", "notes://h/~%2F{}A"),
-        ("notes:cafe\u0301{}", "notes:caf\u00e9{}"),
-        ("{}://X/", "{}://X/"),
-    ],
-)
-def test_template_identity_is_uri_identity_of_a_template_s_literal_text(
-    shape: str, identity: str
-) -> None:
-    expression = re.compile(r"\{([+#./;?&]?)([^}]*)\}")
-    assert template_identity(shape, expression) == identity

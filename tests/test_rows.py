@@ -1110,3 +1110,23 @@ def test_a_partial_that_renders_itself_is_stopped_in_time(settings: Any) -> None
 def test_a_lorem_count_of_infinity_is_refused() -> None:
     with pytest.raises(rows.TemplateTooLarge):
         rows.render_template("{% lorem count w %}", {"count": float("inf")})
+
+
+@pytest.mark.parametrize(
+    ("shape", "identity"),
+    [
+        ("Notes://{}", "notes://{}"),
+        ("HTTP://User@Example.COM/{}", "http://User@example.com/{}"),
+        ("http://Ex.COM{/}", "http://ex.com{/}"),  # the expression begins the path
+        ("http://Ex{}.COM/", "http://Ex{}.COM/"),  # part of the host: left as it is
+        ("notes://{}.Example/", "notes://{}.Example/"),
+        ("notes://h/%7e%2f{}%41", "notes://h/~%2F{}A"),
+        ("notes:cafe\u0301{}", "notes:caf\u00e9{}"),
+        ("{}://X/", "{}://X/"),
+    ],
+)
+def test_template_identity_is_uri_identity_of_a_template_s_literal_text(
+    shape: str, identity: str
+) -> None:
+    # A shape is its own shape: what is left is the literal text's identity.
+    assert rows.template_identity(shape) == identity

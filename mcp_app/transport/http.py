@@ -247,6 +247,17 @@ def over_limits(message: Any, body: bytes | str) -> ProtocolError | None:
     return None
 
 
+def _of_a_session(headers: Mapping[str, str]) -> bool:
+    """Whether a GET or DELETE is an initialize-era client's, for its session."""
+    version = (headers.get("mcp-protocol-version") or "").strip()
+    # A client of 2026-07-28 has no session, whatever id it sends: not served. An
+    # initialize-era client that lost its session id is told so (400), not that the method
+    # is not served.
+    return bool(headers.get("mcp-session-id") and version != versions.MODERN) or (
+        version in versions.LEGACY
+    )
+
+
 def _any_host() -> bool:
     return "*" in django_setting("ALLOWED_HOSTS")
 
@@ -352,14 +363,7 @@ class Endpoint:
                     headers=refusal.headers,
                 )
             incoming.user = user
-        version = (incoming.headers.get("mcp-protocol-version") or "").strip()
-        if incoming.method in ("GET", "DELETE") and (
-            # A client of 2026-07-28 has no session, whatever id it sends: not served.
-            (incoming.headers.get("mcp-session-id") and version != versions.MODERN)
-            # An initialize-era client that lost its session id is told so (400), not that
-            # the method is not served.
-            or version in versions.LEGACY
-        ):
+        if incoming.method in ("GET", "DELETE") and _of_a_session(incoming.headers):
             if incoming.method == "GET":
                 return self.legacy.get(incoming)
             return self.legacy.delete(incoming)
